@@ -1,0 +1,1 @@
+"""The crosscheck command line: start the platform, submit and follow runs."""

@@ -1,0 +1,1 @@
+"""The Actor: drafts and revises through a model provider."""

@@ -1,0 +1,1 @@
+"""The Critic: structured critiques on a different model provider."""

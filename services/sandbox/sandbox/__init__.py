@@ -1,0 +1,1 @@
+"""Runs untrusted generated code against tests, isolated."""

@@ -1,0 +1,1 @@
+"""Code the Crosscheck deployables share: wire DTOs, errors, settings, auth, logging."""
