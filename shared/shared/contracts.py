@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -75,11 +75,24 @@ class Usage(WireModel):
     attempts: int = 1
 
 
+class ModelExchange(WireModel):
+    """One HTTP round trip to a model provider as sent and received (never credentials)."""
+
+    request: dict[str, Any]
+    response: dict[str, Any] | None = None
+    error: str | None = None
+    status: int | None = None
+    latency_ms: float = 0.0
+
+
 class DraftRequest(WireModel):
     task: TaskText
     kind: TaskKind = TaskKind.text
     entry_point: Annotated[str, StringConstraints(max_length=200)] | None = None
-    lessons: Annotated[list[Annotated[str, StringConstraints(max_length=MAX_REFLECTION_CHARS)]], Field(max_length=20)] = []
+    lessons: Annotated[
+        list[Annotated[str, StringConstraints(max_length=MAX_REFLECTION_CHARS)]],
+        Field(max_length=20),
+    ] = []
 
 
 class ReviseRequest(WireModel):
@@ -88,7 +101,10 @@ class ReviseRequest(WireModel):
     entry_point: Annotated[str, StringConstraints(max_length=200)] | None = None
     previous_output: OutputText
     reflections: Annotated[list[Reflection], Field(min_length=1, max_length=MAX_REFLECTIONS)]
-    lessons: Annotated[list[Annotated[str, StringConstraints(max_length=MAX_REFLECTION_CHARS)]], Field(max_length=20)] = []
+    lessons: Annotated[
+        list[Annotated[str, StringConstraints(max_length=MAX_REFLECTION_CHARS)]],
+        Field(max_length=20),
+    ] = []
 
 
 class ActorResult(WireModel):
@@ -97,6 +113,7 @@ class ActorResult(WireModel):
     output: str
     uncertainties: list[str] = []
     usage: Usage
+    exchanges: list[ModelExchange] = []
 
 
 class Verdict(StrEnum):
@@ -155,6 +172,7 @@ class Critique(WireModel):
 
 class CritiqueResult(Critique):
     usage: Usage
+    exchanges: list[ModelExchange] = []
 
 
 class ServiceInfo(WireModel):

@@ -113,7 +113,9 @@ def _validation_detail(exc: RequestValidationError) -> list[dict[str, Any]]:
         }
         ctx = err.get("ctx")
         if ctx:
-            item["ctx"] = {k: v if isinstance(v, int | float | str) else str(v) for k, v in ctx.items()}
+            item["ctx"] = {
+                k: v if isinstance(v, int | float | str) else str(v) for k, v in ctx.items()
+            }
         out.append(item)
     return out
 

@@ -12,7 +12,7 @@ import logging
 import re
 import sys
 from collections.abc import Iterable, MutableMapping
-from typing import Any
+from typing import Any, TextIO
 
 import structlog
 
@@ -79,7 +79,9 @@ def scrub(value: Any) -> Any:
     return value
 
 
-def _redact_event(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+def _redact_event(
+    _: Any, __: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
     for key in list(event_dict):
         value = event_dict[key]
         event_dict[key] = REDACTED if is_secret_key(key) else scrub(value)
@@ -91,10 +93,16 @@ def _scrub_rendered(_: Any, __: str, rendered: Any) -> Any:
 
 
 def configure_logging(
-    service: str, *, level: str = "INFO", json: bool = True, secrets: Iterable[str] = ()
+    service: str,
+    *,
+    level: str = "INFO",
+    json: bool = True,
+    secrets: Iterable[str] = (),
+    stream: TextIO | None = None,
 ) -> None:
     """Route structlog and the standard library through one redacting JSON renderer."""
     register_secrets(secrets)
+
     def add_service(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> Any:
         event_dict.setdefault("service", service)
         return event_dict
@@ -120,7 +128,7 @@ def configure_logging(
             _scrub_rendered,
         ],
     )
-    handler = logging.StreamHandler(sys.stdout)
+    handler = logging.StreamHandler(stream or sys.stdout)
     handler.setFormatter(formatter)
     root = logging.getLogger()
     root.handlers = [handler]

@@ -38,19 +38,27 @@ class BodySizeLimit:
             await self._reject(scope, receive, send)
             return
         seen = 0
+        tripped = False
 
         async def limited_receive() -> Message:
-            nonlocal seen
+            nonlocal seen, tripped
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.limit:
+                    tripped = True
                     raise _TooLarge
             return message
 
+        async def guarded_send(message: Message) -> None:
+            if not tripped:  # once the limit tripped, the app's own error reply is dropped
+                await send(message)
+
         try:
-            await self.app(scope, limited_receive, send)
+            await self.app(scope, limited_receive, guarded_send)
         except _TooLarge:
+            pass
+        if tripped:
             await self._reject(scope, receive, send)
 
     async def _reject(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -80,7 +88,9 @@ def build_service_app(
     app.add_middleware(BodySizeLimit, limit=body_limit)
 
     @app.middleware("http")
-    async def access_log(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+    async def access_log(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
         request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
         start = time.perf_counter()
         with structlog.contextvars.bound_contextvars(request_id=request_id):

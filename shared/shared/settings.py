@@ -17,11 +17,13 @@ class ServiceSettings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     log_level: str = Field(
-        default="INFO", validation_alias=AliasChoices("CROSSCHECK_LOG_LEVEL", "LOG_LEVEL")
+        default="INFO", validation_alias=AliasChoices("CROSSCHECK_LOG_LEVEL", "log_level")
     )
-    log_json: bool = Field(default=True, validation_alias=AliasChoices("CROSSCHECK_LOG_JSON"))
+    log_json: bool = Field(
+        default=True, validation_alias=AliasChoices("CROSSCHECK_LOG_JSON", "log_json")
+    )
     service_token: SecretStr = Field(
-        validation_alias=AliasChoices("CROSSCHECK_SERVICE_TOKEN"),
+        validation_alias=AliasChoices("CROSSCHECK_SERVICE_TOKEN", "service_token"),
         description="Shared bearer token for service-to-service calls.",
     )
 

@@ -1,0 +1,29 @@
+# Crosscheck: the two commands are `make run` and `make test`.
+.PHONY: run test lint fmt typecheck pytest bench install
+
+install:        ## install uv, system packages and the locked Python environment
+	scripts/bootstrap.sh --dev
+
+run:            ## install what is missing, then start every service (Ctrl-C stops all)
+	scripts/bootstrap.sh
+	uv run --frozen crosscheck up
+
+test:           ## install, lint, type-check and run the whole test suite
+	scripts/test.sh
+
+lint:
+	uv run --frozen ruff check .
+	uv run --frozen ruff format --check .
+
+fmt:
+	uv run --frozen ruff format .
+	uv run --frozen ruff check --fix .
+
+typecheck:
+	uv run --frozen mypy
+
+pytest:         ## only the tests (after `make install`)
+	uv run --frozen pytest
+
+bench:          ## benchmarks; each prints its figures
+	uv run --frozen python -m bench

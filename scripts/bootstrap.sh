@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Install what Crosscheck needs on this machine: uv, the Python environment from uv.lock,
+# and the system packages (bubblewrap for the sandbox). Safe to run again: it only adds
+# what is missing.  Usage: scripts/bootstrap.sh [--dev]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+UV_VERSION="0.13.9"
+SYSTEM_PACKAGES=(bubblewrap)
+[[ "${1:-}" == "--dev" ]] && DEV=1 || DEV=0
+
+log() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*"; }
+
+# --- system packages (Debian/Ubuntu); elsewhere, say what is missing
+missing=()
+command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+if ((${#missing[@]})); then
+  if command -v apt-get >/dev/null 2>&1 && [[ $(id -u) -eq 0 ]]; then
+    log "installing system packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  elif command -v apt-get >/dev/null 2>&1 && command -v sudo >/dev/null 2>&1; then
+    log "installing system packages with sudo: ${missing[*]}"
+    sudo apt-get update -qq
+    sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    log "WARNING: missing system packages ${missing[*]} (the sandbox refuses to run without bubblewrap)"
+  fi
+fi
+
+# --- uv (the package manager), from PyPI
+if ! command -v uv >/dev/null 2>&1; then
+  log "installing uv ${UV_VERSION}"
+  python3 -m pip install --quiet --disable-pip-version-check "uv==${UV_VERSION}" \
+    || python3 -m pip install --quiet --user --disable-pip-version-check "uv==${UV_VERSION}"
+  export PATH="$HOME/.local/bin:$PATH"
+fi
+
+# --- the Python environment, exactly as locked
+log "syncing the Python environment (.venv) from uv.lock"
+if ((DEV)); then
+  uv sync --frozen --all-packages --all-extras --quiet
+else
+  uv sync --frozen --all-packages --all-extras --no-dev --quiet
+fi
+log "ready"

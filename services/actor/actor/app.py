@@ -1,0 +1,75 @@
+"""The Actor's FastAPI app: ``create_app(settings)``; the provider is built in ``lifespan``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx2
+from fastapi import Depends, FastAPI
+
+from actor.deps import ActorDep
+from actor.service import ActorService
+from actor.settings import ActorSettings
+from shared.auth import require_service_token
+from shared.contracts import ActorResult, DraftRequest, ReviseRequest, ServiceInfo
+from shared.logging import get_logger
+from shared.providers import build_provider
+from shared.providers.defaults import model_for
+from shared.service import build_service_app
+
+log = get_logger("crosscheck.actor")
+
+
+def create_app(
+    settings: ActorSettings, *, http_client: httpx2.AsyncClient | None = None
+) -> FastAPI:
+    """Build the Actor. ``http_client`` lets tests route the SDK to an in-process fake."""
+    provider_kind = settings.actor_provider
+    warning = settings.check_provider_split()
+    draft_model = model_for(provider_kind, settings.draft_model, demo=settings.demo)
+    revise_model = model_for(provider_kind, settings.revise_model, demo=settings.demo)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if warning:
+            log.warning(warning)
+        provider = build_provider(provider_kind, settings, http_client=http_client)
+        app.state.actor = ActorService(
+            provider,
+            draft_model=draft_model,
+            revise_model=revise_model,
+            draft_temperature=settings.draft_temperature,
+            revise_temperature=settings.revise_temperature,
+            max_tokens=settings.max_output_tokens,
+        )
+        log.info("actor ready", provider=provider_kind.value, draft_model=draft_model)
+        try:
+            yield
+        finally:
+            await provider.aclose()
+
+    def info() -> ServiceInfo:
+        return ServiceInfo(
+            service="actor",
+            role="actor",
+            version="0.1.0",
+            provider=provider_kind.value,
+            models={"draft": draft_model, "revise": revise_model},
+            demo=settings.demo,
+        )
+
+    app = build_service_app(title="Crosscheck Actor", info=info, lifespan=lifespan)
+    auth = [Depends(require_service_token(settings.service_token.get_secret_value()))]
+
+    @app.post("/v1/draft", response_model=ActorResult, dependencies=auth, tags=["actor"])
+    async def draft(body: DraftRequest, actor: ActorDep) -> ActorResult:
+        """Write the first version of an answer to the task."""
+        return await actor.draft(body)
+
+    @app.post("/v1/revise", response_model=ActorResult, dependencies=auth, tags=["actor"])
+    async def revise(body: ReviseRequest, actor: ActorDep) -> ActorResult:
+        """Revise the previous output; human reflections are binding and come first."""
+        return await actor.revise(body)
+
+    return app

@@ -1,0 +1,123 @@
+"""The Actor's behaviour: draft and revise through whichever provider is configured."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from pydantic import BaseModel, Field
+
+from shared.contracts import (
+    ActorResult,
+    DraftRequest,
+    ReflectionSource,
+    ReviseRequest,
+    Stage,
+    TaskKind,
+)
+from shared.prompting import PromptBook
+from shared.providers import ModelCall, ModelProvider
+
+SCHEMA_NAME = "actor_output"
+_FENCE = re.compile(r"^\s*```[\w+-]*\s*\n(?P<body>.*?)\n?```\s*$", re.DOTALL)
+
+
+class ActorOutput(BaseModel):
+    """What the model must return (the wire ``ActorResult`` adds usage)."""
+
+    output: str = Field(description="The answer itself; for code tasks, only source code.")
+    uncertainties: list[str] = Field(description="What the answer is unsure about.")
+
+
+def strip_fences(code: str) -> str:
+    """Code tasks return code only: unwrap a single markdown fence a model may add."""
+    match = _FENCE.match(code)
+    return match.group("body") if match else code
+
+
+def code_problems(value: ActorOutput) -> list[str]:
+    try:
+        ast.parse(strip_fences(value.output))
+    except SyntaxError as exc:
+        return [
+            "`output` must be only Python source code with no prose around it; "
+            f"it does not parse: {exc.msg} (line {exc.lineno})"
+        ]
+    return []
+
+
+class ActorService:
+    def __init__(
+        self,
+        provider: ModelProvider,
+        *,
+        draft_model: str,
+        revise_model: str,
+        draft_temperature: float,
+        revise_temperature: float,
+        max_tokens: int,
+    ) -> None:
+        self.provider = provider
+        self.prompts = PromptBook("actor")
+        self.draft_model = draft_model
+        self.revise_model = revise_model
+        self.draft_temperature = draft_temperature
+        self.revise_temperature = revise_temperature
+        self.max_tokens = max_tokens
+
+    async def draft(self, request: DraftRequest) -> ActorResult:
+        user = self.prompts.render(
+            "draft.j2",
+            task=request.task,
+            kind=request.kind.value,
+            entry_point=request.entry_point,
+            lessons=request.lessons,
+        )
+        call = ModelCall(
+            stage=Stage.draft,
+            model=self.draft_model,
+            temperature=self.draft_temperature,
+            system=self._system(request.kind, request.entry_point),
+            user=user,
+            max_tokens=self.max_tokens,
+        )
+        return await self._ask(call, request.kind)
+
+    async def revise(self, request: ReviseRequest) -> ActorResult:
+        binding = [r for r in request.reflections if r.source is ReflectionSource.human]
+        advisory = [r for r in request.reflections if r.source is not ReflectionSource.human]
+        user = self.prompts.render(
+            "revise.j2",
+            task=request.task,
+            kind=request.kind.value,
+            entry_point=request.entry_point,
+            previous_output=request.previous_output,
+            binding=binding,
+            advisory=advisory,
+            lessons=request.lessons,
+        )
+        call = ModelCall(
+            stage=Stage.revise,
+            model=self.revise_model,
+            temperature=self.revise_temperature,
+            system=self._system(request.kind, request.entry_point),
+            user=user,
+            max_tokens=self.max_tokens,
+        )
+        return await self._ask(call, request.kind)
+
+    def _system(self, kind: TaskKind, entry_point: str | None) -> str:
+        return self.prompts.render("system.j2", kind=kind.value, entry_point=entry_point)
+
+    async def _ask(self, call: ModelCall, kind: TaskKind) -> ActorResult:
+        check = code_problems if kind is TaskKind.code else None
+        reply = await self.provider.structured(call, ActorOutput, SCHEMA_NAME, check=check)
+        output = reply.value.output
+        if kind is TaskKind.code:
+            output = strip_fences(output)
+        return ActorResult(
+            output=output,
+            uncertainties=[u for u in reply.value.uncertainties if u.strip()],
+            usage=reply.usage,
+            exchanges=reply.exchanges,
+        )

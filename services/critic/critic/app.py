@@ -1,0 +1,67 @@
+"""The Critic's FastAPI app: ``create_app(settings)``; the provider is built in ``lifespan``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx2
+from fastapi import Depends, FastAPI
+
+from critic.deps import CriticDep
+from critic.service import CriticService
+from critic.settings import CriticSettings
+from shared.auth import require_service_token
+from shared.contracts import CritiqueRequest, CritiqueResult, ServiceInfo
+from shared.logging import get_logger
+from shared.providers import build_provider
+from shared.providers.defaults import model_for
+from shared.service import build_service_app
+
+log = get_logger("crosscheck.critic")
+
+
+def create_app(
+    settings: CriticSettings, *, http_client: httpx2.AsyncClient | None = None
+) -> FastAPI:
+    """Build the Critic. ``http_client`` lets tests route the SDK to an in-process fake."""
+    provider_kind = settings.critic_provider
+    warning = settings.check_provider_split()
+    model = model_for(provider_kind, settings.model, demo=settings.demo)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if warning:
+            log.warning(warning)
+        provider = build_provider(provider_kind, settings, http_client=http_client)
+        app.state.critic = CriticService(
+            provider,
+            model=model,
+            temperature=settings.temperature,
+            max_tokens=settings.max_output_tokens,
+        )
+        log.info("critic ready", provider=provider_kind.value, model=model)
+        try:
+            yield
+        finally:
+            await provider.aclose()
+
+    def info() -> ServiceInfo:
+        return ServiceInfo(
+            service="critic",
+            role="critic",
+            version="0.1.0",
+            provider=provider_kind.value,
+            models={"critique": model},
+            demo=settings.demo,
+        )
+
+    app = build_service_app(title="Crosscheck Critic", info=info, lifespan=lifespan)
+    auth = [Depends(require_service_token(settings.service_token.get_secret_value()))]
+
+    @app.post("/v1/critique", response_model=CritiqueResult, dependencies=auth, tags=["critic"])
+    async def critique(body: CritiqueRequest, critic: CriticDep) -> CritiqueResult:
+        """Judge an output; the verdict is a structured field, never parsed from prose."""
+        return await critic.critique(body)
+
+    return app

@@ -1,0 +1,99 @@
+"""Anthropic through the official ``anthropic`` SDK: structured output by a forced tool call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+import httpx2
+
+from shared.providers.base import (
+    BaseProvider,
+    ModelCall,
+    RawReply,
+    TransientError,
+    classify_status,
+    parse_retry_after,
+    upstream_rejected,
+)
+from shared.providers.pricing import PriceTable
+
+
+class AnthropicProvider(BaseProvider):
+    """Messages API; the answer is the ``input`` of a tool the model is forced to call."""
+
+    name = "anthropic"
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        base_url: str | None,
+        timeout_s: float,
+        prices: PriceTable,
+        http_client: httpx2.AsyncClient | None = None,
+        **retry: Any,
+    ) -> None:
+        super().__init__(prices=prices, **retry)
+        self.client = anthropic.AsyncAnthropic(
+            api_key=api_key,
+            base_url=base_url,
+            timeout=timeout_s,
+            max_retries=0,
+            http_client=http_client,
+        )
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+    async def _send(
+        self, call: ModelCall, schema_name: str, schema: dict[str, Any], user: str
+    ) -> RawReply:
+        request: dict[str, Any] = {
+            "model": call.model,
+            "max_tokens": call.max_tokens,
+            "temperature": call.temperature,
+            "system": call.system,
+            "messages": [{"role": "user", "content": user}],
+            "tools": [
+                {
+                    "name": schema_name,
+                    "description": f"Submit your answer as a {schema_name} object.",
+                    "input_schema": schema,
+                }
+            ],
+            "tool_choice": {"type": "tool", "name": schema_name},
+        }
+        try:
+            response = await self.client.messages.create(**request)
+        except anthropic.APITimeoutError as exc:
+            raise TransientError(
+                "request timed out", retry_after=None, timeout=True, status=None
+            ) from exc
+        except anthropic.APIConnectionError as exc:
+            raise TransientError(
+                f"connection failed: {exc}", retry_after=None, timeout=False, status=None
+            ) from exc
+        except anthropic.APIStatusError as exc:
+            if classify_status(exc.status_code):
+                raise TransientError(
+                    f"HTTP {exc.status_code}",
+                    retry_after=parse_retry_after(exc.response.headers),
+                    timeout=False,
+                    status=exc.status_code,
+                ) from exc
+            raise upstream_rejected(self.name, exc.status_code, exc.message) from exc
+        payload: Any = ""
+        for block in response.content:
+            if block.type == "tool_use" and block.name == schema_name:
+                payload = block.input
+                break
+            if block.type == "text" and not payload:
+                payload = block.text
+        return RawReply(
+            payload=payload,
+            input_tokens=response.usage.input_tokens,
+            output_tokens=response.usage.output_tokens,
+            request=request,
+            response=response.model_dump(mode="json", exclude_none=True),
+        )

@@ -1,0 +1,339 @@
+"""The provider seam: one structured call, with retries, one repair re-ask and accounting.
+
+A provider subclass only knows its SDK: how to send one request asking for output that
+follows a JSON schema, and how to read the reply. Everything else (backoff that honours
+``Retry-After``, schema validation, the repair re-ask, usage and cost) lives here once.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from typing import Any, Generic, Protocol, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+
+from shared.contracts import ModelExchange, Stage, Usage
+from shared.errors import InvalidModelOutput, UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from shared.logging import get_logger
+from shared.providers.pricing import PriceTable
+
+T = TypeVar("T", bound=BaseModel)
+log = get_logger("crosscheck.providers")
+
+MAX_RETRY_AFTER_S = 300.0
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """One logical request to a model: the stage it serves and the prompt."""
+
+    stage: Stage
+    model: str
+    temperature: float
+    system: str
+    user: str
+    max_tokens: int = 4096
+
+
+@dataclass
+class StructuredReply(Generic[T]):
+    value: T
+    usage: Usage
+    exchanges: list[ModelExchange] = field(default_factory=list)
+    repaired: bool = False
+
+
+class ModelProvider(Protocol):
+    """What the Actor and Critic need from a model: a schema-true answer and its cost."""
+
+    name: str
+
+    async def structured(
+        self,
+        call: ModelCall,
+        schema: type[T],
+        schema_name: str,
+        check: Callable[[T], list[str]] | None = None,
+    ) -> StructuredReply[T]: ...
+
+    async def aclose(self) -> None: ...
+
+
+@dataclass
+class RawReply:
+    """What a subclass extracts from one SDK response."""
+
+    payload: Any  # a dict (tool input) or a str (JSON text)
+    input_tokens: int
+    output_tokens: int
+    request: dict[str, Any]
+    response: dict[str, Any]
+
+
+class TransientError(Exception):
+    """Marks an SDK error worth retrying; carries the server's Retry-After, if any."""
+
+    def __init__(
+        self, message: str, *, retry_after: float | None, timeout: bool, status: int | None
+    ):
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.timeout = timeout
+        self.status = status
+
+
+def parse_retry_after(headers: Any) -> float | None:
+    """Seconds from ``retry-after-ms`` / ``retry-after`` (delta seconds or HTTP date)."""
+    if headers is None:
+        return None
+    raw_ms = headers.get("retry-after-ms")
+    if raw_ms:
+        try:
+            return max(0.0, float(raw_ms) / 1000)
+        except ValueError:
+            pass
+    raw = headers.get("retry-after")
+    if not raw:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(raw).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def strict_json_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The model's JSON schema in the subset strict structured-output modes accept."""
+    keep = {
+        "type",
+        "properties",
+        "required",
+        "items",
+        "enum",
+        "anyOf",
+        "$ref",
+        "$defs",
+        "description",
+        "additionalProperties",
+        "const",
+    }
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            out = {k: walk(v) for k, v in node.items() if k in keep}
+            if "properties" in node:
+                out["properties"] = {k: walk(v) for k, v in node["properties"].items()}
+                out["required"] = list(node["properties"])
+                out["additionalProperties"] = False
+            if "$defs" in node:
+                out["$defs"] = {k: walk(v) for k, v in node["$defs"].items()}
+            return out
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    result: dict[str, Any] = walk(model.model_json_schema())
+    return result
+
+
+class BaseProvider(ABC):
+    """Retries, repair and accounting around one SDK call (implemented by subclasses)."""
+
+    name: str = "base"
+
+    def __init__(
+        self,
+        *,
+        prices: PriceTable,
+        max_attempts: int = 5,
+        retry_initial_s: float = 0.5,
+        retry_max_wait_s: float = 30.0,
+    ) -> None:
+        self.prices = prices
+        self.max_attempts = max_attempts
+        self.retry_initial_s = retry_initial_s
+        self.retry_max_wait_s = retry_max_wait_s
+
+    @abstractmethod
+    async def _send(
+        self, call: ModelCall, schema_name: str, schema: dict[str, Any], user: str
+    ) -> RawReply:
+        """One SDK request. Raise ``TransientError`` for what is worth retrying."""
+
+    async def aclose(self) -> None:
+        return None
+
+    def _wait(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        backoff = min(
+            self.retry_max_wait_s, self.retry_initial_s * (2 ** (state.attempt_number - 1))
+        )
+        backoff = random.uniform(backoff / 2, backoff)  # full jitter on the upper half
+        if isinstance(exc, TransientError) and exc.retry_after is not None:
+            return min(max(exc.retry_after, 0.0), MAX_RETRY_AFTER_S)
+        return backoff
+
+    async def _send_with_retries(
+        self,
+        call: ModelCall,
+        schema_name: str,
+        schema: dict[str, Any],
+        user: str,
+        exchanges: list[ModelExchange],
+    ) -> tuple[RawReply, int]:
+        attempts = 0
+        retrying = AsyncRetrying(
+            retry=retry_if_exception(lambda e: isinstance(e, TransientError)),
+            stop=stop_after_attempt(self.max_attempts),
+            wait=self._wait,
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    attempts += 1
+                    start = time.perf_counter()
+                    try:
+                        reply = await self._send(call, schema_name, schema, user)
+                    except TransientError as exc:
+                        exchanges.append(
+                            ModelExchange(
+                                request={"model": call.model, "stage": call.stage.value},
+                                error=str(exc),
+                                status=exc.status,
+                                latency_ms=(time.perf_counter() - start) * 1000,
+                            )
+                        )
+                        log.warning(
+                            "model call failed, will retry if budget allows",
+                            provider=self.name,
+                            model=call.model,
+                            stage=call.stage.value,
+                            attempt=attempts,
+                            status=exc.status,
+                            retry_after=exc.retry_after,
+                        )
+                        raise
+                    exchanges.append(
+                        ModelExchange(
+                            request=reply.request,
+                            response=reply.response,
+                            status=200,
+                            latency_ms=(time.perf_counter() - start) * 1000,
+                        )
+                    )
+                    return reply, attempts
+        except TransientError as exc:
+            where = f"{self.name} ({call.model}) for {call.stage.value}"
+            if exc.timeout:
+                raise UpstreamTimeout(
+                    f"model provider {where} timed out {attempts} time(s); giving up"
+                ) from exc
+            raise UpstreamUnavailable(
+                f"model provider {where} kept failing after {attempts} attempt(s): {exc}"
+            ) from exc
+        raise AssertionError("unreachable: tenacity either returns or raises")
+
+    async def structured(
+        self,
+        call: ModelCall,
+        schema: type[T],
+        schema_name: str,
+        check: Callable[[T], list[str]] | None = None,
+    ) -> StructuredReply[T]:
+        """Ask for ``schema``; re-ask once with the problems if the answer does not fit.
+
+        Schema violations that survive the repair raise ``InvalidModelOutput``; problems
+        found only by ``check`` (semantic checks) are accepted after the repair, and the
+        caller decides what to do with them.
+        """
+        json_schema = strict_json_schema(schema)
+        exchanges: list[ModelExchange] = []
+        started = time.perf_counter()
+        input_tokens = output_tokens = attempts = 0
+        user = call.user
+        value: T | None = None
+        problems: list[str] = []
+        for repair_round in range(2):
+            raw, tries = await self._send_with_retries(
+                call, schema_name, json_schema, user, exchanges
+            )
+            attempts += tries
+            input_tokens += raw.input_tokens
+            output_tokens += raw.output_tokens
+            try:
+                payload = raw.payload
+                value = (
+                    schema.model_validate_json(payload)
+                    if isinstance(payload, str)
+                    else schema.model_validate(payload)
+                )
+                problems = check(value) if check is not None else []
+            except ValidationError as exc:
+                value = None
+                problems = [_describe(exc)]
+            if not problems:
+                break
+            if repair_round == 0:
+                log.info(
+                    "model output needs repair",
+                    provider=self.name,
+                    model=call.model,
+                    stage=call.stage.value,
+                    problems=problems[:5],
+                )
+                user = _repair_prompt(call.user, raw.payload, problems)
+        if value is None:
+            raise InvalidModelOutput(
+                f"the {self.name} model '{call.model}' returned output that does not match the "
+                f"'{schema_name}' schema, even after one repair request: {problems[0]}"
+            )
+        usage = Usage(
+            provider=self.name,
+            model=call.model,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cost_usd=self.prices.cost(call.model, input_tokens, output_tokens),
+            latency_ms=round((time.perf_counter() - started) * 1000, 3),
+            attempts=attempts,
+        )
+        return StructuredReply(
+            value=value, usage=usage, exchanges=exchanges, repaired=repair_round > 0
+        )
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        loc = ".".join(str(p) for p in err.get("loc", ())) or "(root)"
+        parts.append(f"{loc}: {err.get('msg')}")
+    return "; ".join(parts)
+
+
+def _repair_prompt(original: str, payload: Any, problems: list[str]) -> str:
+    shown = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
+    listed = "\n".join(f"- {p}" for p in problems)
+    return (
+        f"{original}\n\n<repair>\nYour previous reply could not be used:\n{listed}\n"
+        f"Previous reply (do not repeat its mistakes):\n{shown[:4000]}\n"
+        "Answer again with one object that follows the required schema exactly.\n</repair>"
+    )
+
+
+def classify_status(status: int) -> bool:
+    """Whether an HTTP status from a provider is worth retrying."""
+    return status in (408, 409, 425, 429) or status >= 500
+
+
+def upstream_rejected(provider: str, status: int, message: str) -> UpstreamError:
+    return UpstreamError(f"model provider {provider} rejected the request ({status}): {message}")

@@ -1,0 +1,101 @@
+"""OpenAI (and any OpenAI-compatible server) through the official ``openai`` SDK."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx2
+import openai
+
+from shared.providers.base import (
+    BaseProvider,
+    ModelCall,
+    RawReply,
+    TransientError,
+    classify_status,
+    parse_retry_after,
+    upstream_rejected,
+)
+from shared.providers.pricing import PriceTable
+
+
+class OpenAIProvider(BaseProvider):
+    """Chat Completions with a JSON-schema ``response_format`` (strict)."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        base_url: str | None,
+        timeout_s: float,
+        prices: PriceTable,
+        http_client: httpx2.AsyncClient | None = None,
+        **retry: Any,
+    ) -> None:
+        super().__init__(prices=prices, **retry)
+        # Our own backoff wraps the call; the SDK's retries are off so they do not multiply.
+        self.client = openai.AsyncOpenAI(
+            api_key=api_key,
+            base_url=base_url,
+            timeout=timeout_s,
+            max_retries=0,
+            http_client=http_client,
+        )
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+    async def _send(
+        self, call: ModelCall, schema_name: str, schema: dict[str, Any], user: str
+    ) -> RawReply:
+        request: dict[str, Any] = {
+            "model": call.model,
+            "temperature": call.temperature,
+            "max_completion_tokens": call.max_tokens,
+            "messages": [
+                {"role": "system", "content": call.system},
+                {"role": "user", "content": user},
+            ],
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": schema_name, "schema": schema, "strict": True},
+            },
+        }
+        try:
+            response = await self.client.chat.completions.create(**request)
+        except openai.APITimeoutError as exc:
+            raise TransientError(
+                "request timed out", retry_after=None, timeout=True, status=None
+            ) from exc
+        except openai.APIConnectionError as exc:
+            raise TransientError(
+                f"connection failed: {exc}", retry_after=None, timeout=False, status=None
+            ) from exc
+        except openai.APIStatusError as exc:
+            if classify_status(exc.status_code):
+                raise TransientError(
+                    f"HTTP {exc.status_code}",
+                    retry_after=parse_retry_after(exc.response.headers),
+                    timeout=False,
+                    status=exc.status_code,
+                ) from exc
+            raise upstream_rejected(self.name, exc.status_code, exc.message) from exc
+        choice = response.choices[0] if response.choices else None
+        payload: Any = ""
+        if choice is not None:
+            message = choice.message
+            if message.content:
+                payload = message.content
+            elif message.tool_calls:
+                call0 = message.tool_calls[0]
+                payload = getattr(getattr(call0, "function", None), "arguments", "") or ""
+        usage = response.usage
+        return RawReply(
+            payload=payload,
+            input_tokens=usage.prompt_tokens if usage else 0,
+            output_tokens=usage.completion_tokens if usage else 0,
+            request=request,
+            response=response.model_dump(mode="json", exclude_none=True),
+        )

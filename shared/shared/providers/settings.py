@@ -1,0 +1,96 @@
+"""Provider settings, following each SDK's own environment conventions."""
+
+from __future__ import annotations
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.contracts import Provider
+from shared.errors import ConfigurationError
+
+
+class ProviderSettings(BaseSettings):
+    """Keys and URLs as the SDKs name them; retry and timeout policy of our own."""
+
+    model_config = SettingsConfigDict(extra="ignore", env_file=None)
+
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_API_KEY", "openai_api_key")
+    )
+    openai_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_BASE_URL", "openai_base_url")
+    )
+    anthropic_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("ANTHROPIC_API_KEY", "anthropic_api_key")
+    )
+    anthropic_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("ANTHROPIC_BASE_URL", "anthropic_base_url")
+    )
+    model_timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        validation_alias=AliasChoices("CROSSCHECK_MODEL_TIMEOUT_S", "model_timeout_s"),
+    )
+    model_max_attempts: int = Field(
+        default=5,
+        ge=1,
+        le=20,
+        validation_alias=AliasChoices("CROSSCHECK_MODEL_MAX_ATTEMPTS", "model_max_attempts"),
+    )
+    retry_initial_s: float = Field(
+        default=0.5,
+        ge=0,
+        validation_alias=AliasChoices("CROSSCHECK_RETRY_INITIAL_S", "retry_initial_s"),
+    )
+    retry_max_wait_s: float = Field(
+        default=30.0,
+        ge=0,
+        validation_alias=AliasChoices("CROSSCHECK_RETRY_MAX_WAIT_S", "retry_max_wait_s"),
+    )
+    max_output_tokens: int = Field(
+        default=4096,
+        ge=1,
+        validation_alias=AliasChoices("CROSSCHECK_MAX_OUTPUT_TOKENS", "max_output_tokens"),
+    )
+    prices_json: str | None = Field(
+        default=None, validation_alias=AliasChoices("CROSSCHECK_PRICES", "prices_json")
+    )
+    actor_provider: Provider = Field(
+        default=Provider.openai, validation_alias=AliasChoices("ACTOR_PROVIDER", "actor_provider")
+    )
+    critic_provider: Provider = Field(
+        default=Provider.anthropic,
+        validation_alias=AliasChoices("CRITIC_PROVIDER", "critic_provider"),
+    )
+    allow_same_provider: bool = Field(
+        default=False,
+        validation_alias=AliasChoices("CROSSCHECK_ALLOW_SAME_PROVIDER", "allow_same_provider"),
+        description="Let Actor and Critic share one provider (the critic then shares blind spots).",
+    )
+    demo: bool = Field(
+        default=False,
+        validation_alias=AliasChoices("CROSSCHECK_DEMO", "demo"),
+        description="Set by the launcher when the scripted demo model stands in for a provider.",
+    )
+
+    def check_provider_split(self) -> str | None:
+        """Refuse one provider for both roles unless asked; return a warning when allowed."""
+        if self.actor_provider is not self.critic_provider:
+            return None
+        message = (
+            f"Actor and Critic both use {self.actor_provider.value}: a model grading itself "
+            "shares its own blind spots."
+        )
+        if not self.allow_same_provider:
+            raise ConfigurationError(
+                f"{message} Set CRITIC_PROVIDER to another provider, or set "
+                "CROSSCHECK_ALLOW_SAME_PROVIDER=1 to accept this explicitly."
+            )
+        return message
+
+    def api_key(self, provider: Provider) -> str | None:
+        key = self.openai_api_key if provider is Provider.openai else self.anthropic_api_key
+        return key.get_secret_value() if key is not None else None
+
+    def base_url(self, provider: Provider) -> str | None:
+        return self.openai_base_url if provider is Provider.openai else self.anthropic_base_url
