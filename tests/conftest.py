@@ -27,3 +27,24 @@ def _clean_environment(monkeypatch):
 @pytest.fixture
 def service_token() -> str:
     return SERVICE_TOKEN
+
+
+@pytest.fixture(scope="session")
+def fake_model_server(tmp_path_factory):
+    """One real fake model server (uvicorn, loopback) for the whole session."""
+    from tests.support.fakemodel import FakeModel
+    from tests.support.servers import service_process
+
+    log = tmp_path_factory.mktemp("fakemodel") / "fakemodel.log"
+    with service_process("fakemodel", "FAKEMODEL_", log=log) as url:
+        fake = FakeModel(url)
+        yield fake
+        fake.close()
+
+
+@pytest.fixture
+def fake_model(fake_model_server):
+    """The session's fake model server, with script, faults and request log cleared."""
+    fake_model_server.reset()
+    yield fake_model_server
+    fake_model_server.reset()

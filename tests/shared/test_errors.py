@@ -67,7 +67,9 @@ class TestErrorShape:
         }
 
     async def test_app_error_status_override(self):
-        response = await post(make_app(AppError("teapot", status_code=418)), json={"name": "a", "count": 1})
+        response = await post(
+            make_app(AppError("teapot", status_code=418)), json={"name": "a", "count": 1}
+        )
         assert response.status_code == 418
 
 

@@ -55,7 +55,9 @@ class TestRedaction:
 
 class TestConfiguredLogging:
     def test_structlog_records_are_json_and_redacted(self, json_logs):
-        get_logger("t").info("calling", api_key="sk-live-0123456789", detail="my-registered-secret-value!")
+        get_logger("t").info(
+            "calling", api_key="sk-live-0123456789", detail="my-registered-secret-value!"
+        )
         [record] = json_logs()
         assert record["event"] == "calling"
         assert record["service"] == "test"
@@ -63,7 +65,9 @@ class TestConfiguredLogging:
         assert "my-registered-secret-value" not in json.dumps(record)
 
     def test_stdlib_library_logs_are_redacted_too(self, json_logs):
-        logging.getLogger("httpx").debug("headers: %s", {"authorization": "Bearer secret-token-xyz"})
+        logging.getLogger("httpx").debug(
+            "headers: %s", {"authorization": "Bearer secret-token-xyz"}
+        )
         [record] = json_logs()
         assert "secret-token-xyz" not in json.dumps(record)
 

@@ -7,6 +7,7 @@ from typing import Any
 import anthropic
 import httpx2
 
+from shared.logging import get_logger
 from shared.providers.base import (
     BaseProvider,
     ModelCall,
@@ -17,6 +18,8 @@ from shared.providers.base import (
     upstream_rejected,
 )
 from shared.providers.pricing import PriceTable
+
+log = get_logger("crosscheck.providers.anthropic")
 
 
 class AnthropicProvider(BaseProvider):
@@ -35,6 +38,9 @@ class AnthropicProvider(BaseProvider):
         **retry: Any,
     ) -> None:
         super().__init__(prices=prices, **retry)
+        # SDK 2.x has no `temperature` argument; the wire field goes in `extra_body` until the
+        # API refuses it once, after which this provider stops sending it (and says so).
+        self.send_temperature = True
         self.client = anthropic.AsyncAnthropic(
             api_key=api_key,
             base_url=base_url,
@@ -46,13 +52,29 @@ class AnthropicProvider(BaseProvider):
     async def aclose(self) -> None:
         await self.client.close()
 
+    async def _create(self, request: dict[str, Any]) -> anthropic.types.Message:
+        params = {k: v for k, v in request.items() if k != "temperature"}
+        extra = {"temperature": request["temperature"]} if "temperature" in request else None
+        try:
+            message: anthropic.types.Message = await self.client.messages.create(
+                **params, extra_body=extra
+            )
+            return message
+        except anthropic.BadRequestError as exc:
+            if extra is None or "temperature" not in exc.message.lower():
+                raise
+            log.warning("the Anthropic API refused `temperature`; sending requests without it")
+            self.send_temperature = False
+            request.pop("temperature", None)
+            retried: anthropic.types.Message = await self.client.messages.create(**params)
+            return retried
+
     async def _send(
         self, call: ModelCall, schema_name: str, schema: dict[str, Any], user: str
     ) -> RawReply:
         request: dict[str, Any] = {
             "model": call.model,
             "max_tokens": call.max_tokens,
-            "temperature": call.temperature,
             "system": call.system,
             "messages": [{"role": "user", "content": user}],
             "tools": [
@@ -64,8 +86,10 @@ class AnthropicProvider(BaseProvider):
             ],
             "tool_choice": {"type": "tool", "name": schema_name},
         }
+        if self.send_temperature:
+            request["temperature"] = call.temperature
         try:
-            response = await self.client.messages.create(**request)
+            response = await self._create(request)
         except anthropic.APITimeoutError as exc:
             raise TransientError(
                 "request timed out", retry_after=None, timeout=True, status=None

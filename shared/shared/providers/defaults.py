@@ -6,8 +6,8 @@ from shared.contracts import Provider
 
 DEMO_MODEL = "scripted-demo"
 DEFAULT_MODELS: dict[Provider, str] = {
-    Provider.openai: "gpt-4.1-mini",
-    Provider.anthropic: "claude-sonnet-4-5",
+    Provider.openai: "gpt-5-mini",
+    Provider.anthropic: "claude-sonnet-4-6",
 }
 
 

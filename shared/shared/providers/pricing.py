@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-# USD per million tokens (input, output). Prices change: override with CROSSCHECK_PRICES.
+# USD per million tokens (input, output), list prices as known when written. Names match by
+# longest prefix ("claude-sonnet-4" covers "claude-sonnet-4-6"). A model with no entry reports
+# cost None rather than a guess. Override or extend with CROSSCHECK_PRICES.
 DEFAULT_PRICES: dict[str, tuple[float, float]] = {
+    "gpt-5-mini": (0.25, 2.00),
+    "gpt-5-nano": (0.05, 0.40),
     "gpt-4.1-mini": (0.40, 1.60),
-    "gpt-4.1": (2.00, 8.00),
     "gpt-4o-mini": (0.15, 0.60),
-    "gpt-4o": (2.50, 10.00),
-    "claude-sonnet-4-5": (3.00, 15.00),
-    "claude-haiku-4-5": (1.00, 5.00),
-    "claude-opus-4-1": (15.00, 75.00),
+    "claude-sonnet-4": (3.00, 15.00),
+    "claude-haiku-4": (1.00, 5.00),
     "scripted-demo": (0.0, 0.0),
 }
 

@@ -1,0 +1,5 @@
+"""``python -m crosscheck``: the same as the ``crosscheck`` command."""
+
+from crosscheck.cli import app
+
+app()

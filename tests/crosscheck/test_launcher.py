@@ -1,0 +1,110 @@
+"""`crosscheck up`: what it plans, and a real start of every service with Ctrl-C to stop."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from crosscheck.launcher import SERVICES, child_env, plan
+from tests.support.servers import free_port
+
+
+class TestPlan:
+    def test_no_keys_means_the_scripted_demo(self):
+        p = plan({})
+        assert p.demo
+        assert p.missing_keys == ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"]
+        assert [s.name for s in p.services] == ["fakemodel", "actor", "critic", "sandbox"]
+        assert p.env["OPENAI_BASE_URL"] == "http://127.0.0.1:8009/v1"
+        assert p.env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:8009"
+        assert p.env["CROSSCHECK_DEMO"] == "1"
+
+    def test_keys_set_means_real_providers(self):
+        p = plan({"OPENAI_API_KEY": "sk-a", "ANTHROPIC_API_KEY": "sk-b"})
+        assert not p.demo
+        assert "fakemodel" not in [s.name for s in p.services]
+        assert p.env["OPENAI_API_KEY"] == "sk-a"
+        assert "OPENAI_BASE_URL" not in p.env
+
+    def test_only_the_configured_providers_need_keys(self):
+        env = {"OPENAI_API_KEY": "sk-a", "CRITIC_PROVIDER": "openai"}
+        assert not plan(env).demo
+
+    def test_a_service_token_is_generated_when_missing(self):
+        first, second = plan({}), plan({})
+        assert len(first.env["CROSSCHECK_SERVICE_TOKEN"]) >= 32
+        assert first.env["CROSSCHECK_SERVICE_TOKEN"] != second.env["CROSSCHECK_SERVICE_TOKEN"]
+
+    def test_ports_come_from_the_environment(self):
+        p = plan({"ACTOR_PORT": "9101", "FAKEMODEL_PORT": "9109"})
+        actor = next(s for s in p.services if s.name == "actor")
+        assert actor.url(p.env) == "http://127.0.0.1:9101"
+        assert p.env["OPENAI_BASE_URL"] == "http://127.0.0.1:9109/v1"
+
+    def test_the_sandbox_gets_no_provider_keys(self):
+        env = plan({"OPENAI_API_KEY": "sk-a", "ANTHROPIC_API_KEY": "sk-b", "PATH": "/usr/bin"}).env
+        sandbox = next(s for s in SERVICES if s.name == "sandbox")
+        assert not {"OPENAI_API_KEY", "ANTHROPIC_API_KEY"} & set(child_env(sandbox, env))
+        assert "CROSSCHECK_SERVICE_TOKEN" in child_env(sandbox, env)
+
+
+@pytest.mark.slow
+class TestUp:
+    def test_starts_everything_serves_a_draft_and_critique_and_stops_on_ctrl_c(self, tmp_path):
+        ports = {name: free_port() for name in ("ACTOR", "CRITIC", "SANDBOX", "FAKEMODEL")}
+        token = "launcher-test-token-0123456789"
+        env = {
+            **os.environ,
+            **{f"{name}_PORT": str(port) for name, port in ports.items()},
+            "CROSSCHECK_SERVICE_TOKEN": token,
+            "COLUMNS": "200",
+        }
+        process = subprocess.Popen(
+            [sys.executable, "-m", "crosscheck", "up", "--no-sandbox", "--log-dir", str(tmp_path)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        assert process.stdout is not None
+        try:
+            lines = []
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline:
+                line = process.stdout.readline()
+                if not line:
+                    break
+                lines.append(line)
+                if "Ctrl-C" in line:
+                    break
+            banner = "".join(lines)
+            assert "Crosscheck is up" in banner, banner
+            assert "DEMO MODE: the model is scripted" in banner
+            headers = {"Authorization": f"Bearer {token}"}
+            actor = f"http://127.0.0.1:{ports['ACTOR']}"
+            critic = f"http://127.0.0.1:{ports['CRITIC']}"
+            task = {"task": "Write primes_up_to(n) returning all primes <= n.", "kind": "code"}
+            draft = httpx.post(f"{actor}/v1/draft", json=task, headers=headers, timeout=30)
+            assert draft.status_code == 200, draft.text
+            critique = httpx.post(
+                f"{critic}/v1/critique",
+                json={**task, "output": draft.json()["output"]},
+                headers=headers,
+                timeout=30,
+            )
+            assert critique.status_code == 200, critique.text
+            assert critique.json()["verdict"] == "revise"
+            assert httpx.get(f"{actor}/v1/info").json()["demo"] is True
+        finally:
+            process.send_signal(signal.SIGINT)
+            rest, _ = process.communicate(timeout=30)
+        assert process.returncode == 0, rest
+        assert "all services stopped" in rest
+        for port in ports.values():
+            with pytest.raises(httpx.ConnectError):
+                httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+        assert (tmp_path / "actor.log").read_text()

@@ -1,0 +1,62 @@
+"""Real service processes for tests: started on free loopback ports, stopped afterwards."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{url} exited early with code {process.returncode}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"{url} did not become healthy in {timeout_s} s")
+
+
+@contextmanager
+def service_process(
+    module: str, env_prefix: str, *, env: dict[str, str] | None = None, log: Path | None = None
+) -> Iterator[str]:
+    """Run ``python -m module`` on a free port; yield its base URL."""
+    port = free_port()
+    child_env = {**os.environ, **(env or {})}
+    child_env[f"{env_prefix}HOST"] = "127.0.0.1"
+    child_env[f"{env_prefix}PORT"] = str(port)
+    out = log.open("wb") if log else subprocess.DEVNULL
+    process = subprocess.Popen(
+        [sys.executable, "-m", module], env=child_env, stdout=out, stderr=subprocess.STDOUT
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, process)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if log:
+            out.close()  # type: ignore[union-attr]
