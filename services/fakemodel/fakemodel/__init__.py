@@ -1,1 +1,4 @@
-"""A scripted model server speaking the OpenAI and Anthropic wire formats, for tests and the keyless demo."""
+"""A scripted model server speaking the OpenAI and Anthropic wire formats.
+
+Used by the tests and as the keyless demo model.
+"""

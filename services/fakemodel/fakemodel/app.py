@@ -1,0 +1,294 @@
+"""The fake model server: OpenAI and Anthropic endpoints plus a test control API.
+
+``create_app`` builds an independent server; all of its state (script, faults, request log,
+latency) lives on ``app.state.fakemodel``, so tests can run several in one process.
+
+Model endpoints
+    ``POST /v1/chat/completions`` (OpenAI Chat Completions), ``POST /v1/messages``
+    (Anthropic Messages), ``GET /v1/models``, ``GET /healthz``. Every model response carries
+    ``x-crosscheck-scripted: true`` and ids prefixed ``scripted-``.
+
+Control API (``/_control``, JSON, for tests and the demo)
+    ``POST|GET|DELETE /_control/script``, ``POST|GET|DELETE /_control/faults``,
+    ``GET|DELETE /_control/requests``, ``GET|POST /_control/config``, ``POST /_control/reset``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from fakemodel.protocol import (
+    Answer,
+    InvalidRequest,
+    ModelCall,
+    anthropic_message,
+    error_body,
+    openai_completion,
+    parse_anthropic,
+    parse_openai,
+    scripted_id,
+)
+from fakemodel.scenarios import (
+    detect_stage,
+    parse_sections,
+    role_from_schema,
+    structured_output,
+)
+from fakemodel.settings import FakeModelSettings
+from fakemodel.state import (
+    Api,
+    ConfigBody,
+    FakeModelState,
+    Fault,
+    FaultsBody,
+    ScriptBody,
+    ScriptItem,
+)
+
+SCRIPTED_HEADER = "x-crosscheck-scripted"
+CLIENT_CLOSED = 499
+_MAX_LOGGED_TEXT = 10_000
+
+
+def _bearer(request: Request) -> str:
+    value = request.headers.get("authorization", "")
+    scheme, _, token = value.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+def _auth_present(request: Request, api: Api) -> bool:
+    if api == "anthropic" and request.headers.get("x-api-key", "").strip():
+        return True
+    return bool(_bearer(request))
+
+
+def _format_seconds(seconds: float) -> str:
+    return f"{seconds:g}"
+
+
+def _headers(api: Api, extra: dict[str, str] | None = None) -> dict[str, str]:
+    request_id = scripted_id("req_")
+    headers = {SCRIPTED_HEADER: "true"}
+    headers["x-request-id" if api == "openai" else "request-id"] = request_id
+    if extra:
+        headers.update(extra)
+    return headers
+
+
+def _parse(api: Api, body: dict[str, Any]) -> ModelCall:
+    if body.get("stream"):
+        raise InvalidRequest("stream: streaming is not supported by the scripted model", "stream")
+    return parse_openai(body) if api == "openai" else parse_anthropic(body)
+
+
+def create_app(settings: FakeModelSettings | None = None) -> FastAPI:
+    """A fresh fake model server with its own script, faults, request log and config."""
+    state = FakeModelState(settings or FakeModelSettings())
+    app = FastAPI(
+        title="Crosscheck fake model",
+        version="0.1.0",
+        description="A scripted model speaking the OpenAI and Anthropic wire formats.",
+    )
+    app.state.fakemodel = state
+
+    async def handle(request: Request, api: Api) -> JSONResponse:
+        entry: dict[str, Any] = {
+            "seq": state.next_seq(),
+            "api": api,
+            "stage": None,
+            "model": None,
+            "temperature": None,
+            "auth_present": _auth_present(request, api),
+            "body": None,
+            "status": None,
+            "response": None,
+            "fault": None,
+            "source": None,
+        }
+        state.requests.append(entry)
+
+        def finish(status: int, body: dict[str, Any], headers: dict[str, str]) -> JSONResponse:
+            entry["status"] = status
+            entry["response"] = body
+            return JSONResponse(body, status_code=status, headers=headers)
+
+        def fail(
+            status: int, message: str | None = None, extra: dict[str, str] | None = None
+        ) -> JSONResponse:
+            entry["source"] = entry["source"] or "error"
+            return finish(status, error_body(api, status, message), _headers(api, extra))
+
+        raw = await request.body()
+        try:
+            body: Any = json.loads(raw)
+        except ValueError:
+            entry["body"] = raw.decode("utf-8", "replace")[:_MAX_LOGGED_TEXT]
+            body = None
+        else:
+            entry["body"] = body
+            if isinstance(body, dict) and isinstance(body.get("model"), str):
+                entry["model"] = body["model"]
+
+        if not entry["auth_present"]:
+            if api == "openai":
+                return fail(
+                    401,
+                    "You didn't provide an API key. You need to provide your API key in an "
+                    "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
+                )
+            return fail(401, "x-api-key header is required")
+        if not isinstance(body, dict):
+            return fail(400, "The request body must be a JSON object.")
+        try:
+            call = _parse(api, body)
+        except InvalidRequest as error:
+            return fail(400, error.message)
+
+        sections = parse_sections(call.last_user_text)
+        stage = detect_stage(role_from_schema(call.schema_name, call.schema), sections)
+        entry.update(stage=stage, model=call.model, temperature=call.temperature)
+
+        # Consume at arrival, so concurrent calls take queued items in arrival order. A queued
+        # HTTP-error or malformed fault replaces the answer, so it leaves the script alone.
+        fault: Fault | None = state.take_fault(api=api, stage=stage, text=call.match_text)
+        item: ScriptItem | None = None
+        if fault is None or (fault.status is None and not fault.malformed):
+            item = state.take_item(api=api, stage=stage, text=call.match_text)
+        applied = [f for f in (fault, item.fault if item else None) if f is not None]
+        if applied:
+            entry["fault"] = applied[0].model_dump(mode="json")
+        entry["source"] = "script" if item is not None else "scenario"
+
+        delay = state.latency_ms / 1000 + sum(f.delay_s or 0.0 for f in applied)
+        if delay > 0:
+            try:
+                await asyncio.sleep(delay)
+            except asyncio.CancelledError:
+                entry["status"] = CLIENT_CLOSED
+                raise
+
+        status_fault = next((f for f in applied if f.status is not None), None)
+        if status_fault is not None and status_fault.status is not None:
+            extra: dict[str, str] = {}
+            if status_fault.retry_after is not None:
+                extra["retry-after"] = _format_seconds(status_fault.retry_after)
+            entry["source"] = "fault"
+            return fail(status_fault.status, status_fault.message, extra)
+
+        malformed = any(f.malformed for f in applied)
+        if item is not None and item.raw is not None:
+            answer = Answer(raw=item.raw, malformed=malformed)
+        elif item is not None and item.response is not None:
+            answer = Answer(value=item.response, malformed=malformed)
+        else:
+            answer = Answer(value=structured_output(sections, stage), malformed=malformed)
+
+        render = openai_completion if api == "openai" else anthropic_message
+        return finish(200, render(call, answer), _headers(api))
+
+    # ------------------------------------------------------------- model endpoints
+
+    @app.post("/v1/chat/completions", tags=["openai"])
+    async def chat_completions(request: Request) -> JSONResponse:
+        """OpenAI Chat Completions (non-streaming)."""
+        return await handle(request, "openai")
+
+    @app.post("/v1/messages", tags=["anthropic"])
+    async def messages(request: Request) -> JSONResponse:
+        """Anthropic Messages (non-streaming)."""
+        return await handle(request, "anthropic")
+
+    @app.get("/v1/models", tags=["openai"])
+    async def models() -> JSONResponse:
+        """A tiny OpenAI-style model list."""
+        body = {
+            "object": "list",
+            "data": [
+                {
+                    "id": "scripted-model",
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "crosscheck-fakemodel",
+                }
+            ],
+        }
+        return JSONResponse(body, headers={SCRIPTED_HEADER: "true"})
+
+    @app.get("/healthz", tags=["ops"])
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    # ------------------------------------------------------------- control API
+
+    @app.post("/_control/script", tags=["control"])
+    async def add_script(body: ScriptBody) -> dict[str, int]:
+        """Queue scripted answers; each is consumed by the first call it fits."""
+        state.script.extend(body.items)
+        return {"added": len(body.items), "queued": len(state.script)}
+
+    @app.get("/_control/script", tags=["control"])
+    async def list_script() -> dict[str, list[dict[str, Any]]]:
+        return {"items": [item.model_dump(mode="json") for item in state.script]}
+
+    @app.delete("/_control/script", tags=["control"])
+    async def clear_script() -> dict[str, int]:
+        cleared = len(state.script)
+        state.script.clear()
+        return {"cleared": cleared}
+
+    @app.post("/_control/faults", tags=["control"])
+    async def add_faults(body: FaultsBody) -> dict[str, int]:
+        """Queue faults; each is consumed by exactly one model call (FIFO among those it fits)."""
+        state.faults.extend(body.faults)
+        return {"added": len(body.faults), "queued": len(state.faults)}
+
+    @app.get("/_control/faults", tags=["control"])
+    async def list_faults() -> dict[str, list[dict[str, Any]]]:
+        return {"faults": [fault.model_dump(mode="json") for fault in state.faults]}
+
+    @app.delete("/_control/faults", tags=["control"])
+    async def clear_faults() -> dict[str, int]:
+        cleared = len(state.faults)
+        state.faults.clear()
+        return {"cleared": cleared}
+
+    @app.get("/_control/requests", tags=["control"])
+    async def list_requests() -> list[dict[str, Any]]:
+        """Every model call in arrival order, failed ones included; never a key."""
+        return list(state.requests)
+
+    @app.delete("/_control/requests", tags=["control"])
+    async def clear_requests() -> dict[str, int]:
+        cleared = len(state.requests)
+        state.requests.clear()
+        return {"cleared": cleared}
+
+    def config_view() -> dict[str, Any]:
+        return {
+            "latency_ms": state.latency_ms,
+            "latency_ms_override": state.latency_override_ms,
+            "log_limit": state.settings.log_limit,
+        }
+
+    @app.get("/_control/config", tags=["control"])
+    async def get_config() -> dict[str, Any]:
+        return config_view()
+
+    @app.post("/_control/config", tags=["control"])
+    async def set_config(body: ConfigBody) -> dict[str, Any]:
+        """Change the latency at run time; ``{"latency_ms": null}`` restores the setting."""
+        state.latency_override_ms = body.latency_ms
+        return config_view()
+
+    @app.post("/_control/reset", tags=["control"])
+    async def reset() -> dict[str, str]:
+        """Clear script, faults, request log and config overrides."""
+        state.reset()
+        return {"status": "reset"}
+
+    return app

@@ -1,0 +1,445 @@
+"""The built-in scripted behaviour: pure functions from a prompt to a structured answer.
+
+The Actor and the Critic send their prompts with XML-like tagged sections (``<task>``,
+``<kind>``, ``<entry_point>``, ``<previous_output>``, ``<reflections>``,
+``<candidate_output>``). :func:`parse_sections` reads them; :func:`actor_output` and
+:func:`critique` answer them deterministically:
+
+* **primes** (a code task mentioning "prime"): the draft is trial division, the revision a
+  Sieve of Eratosthenes; the Critic asks for the sieve and passes it once it is there.
+* **generic text**: a short multi-sentence draft; the revision ends with a ``(revised)`` line,
+  which the Critic passes.
+* **generic code**: a valid Python function; the revision carries a ``# revised`` comment,
+  which the Critic passes.
+
+Every quote a critique emits is an exact substring of the candidate output.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Stage = Literal["draft", "revise", "critique"]
+Role = Literal["actor", "critic"]
+Kind = Literal["text", "code"]
+Scenario = Literal["primes", "text", "code"]
+
+ACTOR_SCHEMA_NAME = "actor_output"
+CRITIC_SCHEMA_NAME = "critique"
+REVISED_TEXT_MARKER = "(revised)"
+REVISED_CODE_MARKER = "# revised"
+DEFAULT_PRIMES_NAME = "primes_up_to"
+DEFAULT_CODE_NAME = "solution"
+
+_SUMMARY_CHARS = 160
+_REFLECTION_CHARS = 200
+_MAX_REFLECTIONS_ECHOED = 3
+
+
+# ------------------------------------------------------------------ prompt parsing
+
+
+@dataclass(frozen=True)
+class PromptSections:
+    """The tagged sections of a prompt; an absent tag is ``None``."""
+
+    task: str = ""
+    kind: Kind = "text"
+    entry_point: str | None = None
+    previous_output: str | None = None
+    reflections: str | None = None
+    candidate_output: str | None = None
+
+    @property
+    def is_code(self) -> bool:
+        return self.kind == "code"
+
+
+def extract_tag(text: str, tag: str) -> str | None:
+    """The content between the first ``<tag>`` and the next ``</tag>``; ``None`` if absent."""
+    opening = f"<{tag}>"
+    start = text.find(opening)
+    if start < 0:
+        return None
+    start += len(opening)
+    end = text.find(f"</{tag}>", start)
+    if end < 0:
+        return None
+    return text[start:end]
+
+
+def _trim_block(value: str | None) -> str | None:
+    """Drop the line breaks that wrap a block, keep everything else verbatim."""
+    return None if value is None else value.strip("\r\n")
+
+
+def parse_sections(text: str) -> PromptSections:
+    """Parse the tagged sections of a user message."""
+    task = (extract_tag(text, "task") or "").strip()
+    entry_point = (extract_tag(text, "entry_point") or "").strip() or None
+    raw_kind = (extract_tag(text, "kind") or "").strip().lower()
+    kind: Kind
+    if raw_kind in ("text", "code"):
+        kind = "code" if raw_kind == "code" else "text"
+    else:
+        kind = "code" if entry_point else "text"
+    return PromptSections(
+        task=task,
+        kind=kind,
+        entry_point=entry_point,
+        previous_output=_trim_block(extract_tag(text, "previous_output")),
+        reflections=_trim_block(extract_tag(text, "reflections")),
+        candidate_output=_trim_block(extract_tag(text, "candidate_output")),
+    )
+
+
+# ------------------------------------------------------------------ role and stage
+
+
+def _normalise_name(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def role_from_schema(name: str | None, schema: dict[str, Any] | None) -> Role | None:
+    """Who is asking: by the structured-output name, else by the schema's properties."""
+    if name:
+        normalised = _normalise_name(name)
+        if normalised == _normalise_name(ACTOR_SCHEMA_NAME):
+            return "actor"
+        if normalised == _normalise_name(CRITIC_SCHEMA_NAME):
+            return "critic"
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if isinstance(properties, dict):
+        if "verdict" in properties:
+            return "critic"
+        if "output" in properties:
+            return "actor"
+    return None
+
+
+def detect_stage(role: Role | None, sections: PromptSections) -> Stage:
+    """``critique`` for the Critic; for the Actor ``revise`` when a previous output is given."""
+    if role == "critic":
+        return "critique"
+    if role is None and sections.candidate_output is not None:
+        return "critique"
+    return "revise" if sections.previous_output is not None else "draft"
+
+
+def detect_scenario(sections: PromptSections) -> Scenario:
+    if sections.is_code and "prime" in sections.task.lower():
+        return "primes"
+    return "code" if sections.is_code else "text"
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def estimate_tokens(text: str) -> int:
+    """A deterministic token estimate: one token per four characters, at least one."""
+    return len(text) // 4 + 1
+
+
+def summarise_task(task: str) -> str:
+    """The task's first line, whitespace collapsed, markers removed, at most 160 characters."""
+    first = next((line for line in task.splitlines() if line.strip()), "")
+    summary = " ".join(first.split())
+    summary = summary.replace(REVISED_TEXT_MARKER, "").replace("#", "").strip()
+    if len(summary) > _SUMMARY_CHARS:
+        summary = summary[: _SUMMARY_CHARS - 3].rstrip() + "..."
+    summary = summary.rstrip(" .!?;:")
+    return summary or "the task"
+
+
+def function_name(entry_point: str | None, default: str) -> str:
+    """``entry_point`` when it is a usable Python identifier, else ``default``."""
+    if entry_point and entry_point.isidentifier() and not keyword.iskeyword(entry_point):
+        return entry_point
+    return default
+
+
+def split_reflections(reflections: str | None) -> list[str]:
+    """The reflection lines without bullets, numbering or a leading ``[source]`` label."""
+    if not reflections:
+        return []
+    items: list[str] = []
+    for line in reflections.splitlines():
+        cleaned = re.sub(r"^\s*(?:[-*\u2022]|\d+[.)])\s*", "", line)
+        cleaned = re.sub(r"^\[[^\]]*\]\s*", "", cleaned.strip()).strip()
+        if cleaned:
+            items.append(" ".join(cleaned.split()))
+    return items
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of ``text`` as exact substrings of it (no normalisation)."""
+    sentences: list[str] = []
+    for line in text.splitlines():
+        for piece in re.split(r"(?<=[.!?])\s+", line):
+            piece = piece.strip()
+            if piece:
+                sentences.append(piece)
+    return sentences
+
+
+def _strip_marker_line(text: str, marker: str) -> str:
+    lines = text.rstrip().splitlines()
+    while lines and lines[-1].strip() == marker:
+        lines.pop()
+    return "\n".join(lines).rstrip()
+
+
+# ------------------------------------------------------------------ primes
+
+
+def primes_trial_division(name: str = DEFAULT_PRIMES_NAME) -> str:
+    return (
+        f"def {name}(n):\n"
+        '    """Return all primes <= n, in increasing order."""\n'
+        "    primes = []\n"
+        "    for k in range(2, n + 1):\n"
+        "        is_prime = True\n"
+        "        for d in range(2, k):\n"
+        "            if k % d == 0:\n"
+        "                is_prime = False\n"
+        "                break\n"
+        "        if is_prime:\n"
+        "            primes.append(k)\n"
+        "    return primes\n"
+    )
+
+
+def primes_sieve(name: str = DEFAULT_PRIMES_NAME) -> str:
+    return (
+        f"def {name}(n):\n"
+        '    """Return all primes <= n, in increasing order."""\n'
+        "    if n < 2:\n"
+        "        return []\n"
+        "    # Sieve of Eratosthenes: cross off the multiples of each prime p from p * p.\n"
+        "    is_prime = [True] * (n + 1)\n"
+        "    is_prime[0] = is_prime[1] = False\n"
+        "    p = 2\n"
+        "    while p * p <= n:\n"
+        "        if is_prime[p]:\n"
+        "            for multiple in range(p * p, n + 1, p):\n"
+        "                is_prime[multiple] = False\n"
+        "        p += 1\n"
+        "    return [k for k in range(2, n + 1) if is_prime[k]]\n"
+    )
+
+
+def trial_division_line(candidate: str) -> str | None:
+    """The innermost ``for ... in range(...)`` line of ``candidate``, without its indent."""
+    best: tuple[int, str] | None = None
+    for line in candidate.splitlines():
+        stripped = line.strip()
+        if re.match(r"for\s+\w+\s+in\s+range\(", stripped):
+            indent = len(line) - len(line.lstrip())
+            if best is None or indent > best[0]:
+                best = (indent, stripped)
+    return None if best is None else best[1]
+
+
+def _first_line(candidate: str) -> str | None:
+    return next((line.strip() for line in candidate.splitlines() if line.strip()), None)
+
+
+# ------------------------------------------------------------------ generic text and code
+
+
+def text_draft(task: str) -> str:
+    summary = summarise_task(task)
+    return (
+        f"Here is a direct answer to: {summary}. "
+        "It states the main point first and then the supporting detail. "
+        "It does not yet spell out its assumptions or the edge cases."
+    )
+
+
+def text_revision(previous: str, reflections: list[str]) -> str:
+    base = _strip_marker_line(previous, REVISED_TEXT_MARKER) or "Here is a direct answer."
+    addressed = "; ".join(r[:_REFLECTION_CHARS] for r in reflections[:_MAX_REFLECTIONS_ECHOED])
+    lines = [base]
+    if addressed:
+        lines.append(f"This version addresses the feedback: {addressed}.")
+    lines.append("It now states its assumptions and covers the edge cases explicitly.")
+    lines.append(REVISED_TEXT_MARKER)
+    return "\n".join(lines)
+
+
+def code_draft(task: str, name: str) -> str:
+    summary = summarise_task(task)
+    return (
+        f"def {name}(*args):\n"
+        f"    # Draft for: {summary}\n"
+        "    result = None\n"
+        "    for value in args:\n"
+        "        result = value\n"
+        "    return result\n"
+    )
+
+
+def code_revision(task: str, name: str, reflections: list[str]) -> str:
+    summary = summarise_task(task)
+    note = ""
+    if reflections:
+        note = " ".join(reflections[0].replace("#", "").split())[:_REFLECTION_CHARS]
+    lines = [
+        f"def {name}(*args):",
+        f"    # Revision for: {summary}",
+        f"    {REVISED_CODE_MARKER}: validates its inputs before using them.",
+    ]
+    if note:
+        lines.append(f"    # Feedback addressed: {note}")
+    lines += [
+        "    if not args:",
+        "        return None",
+        "    return args[-1]",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------ the two roles
+
+
+def actor_output(sections: PromptSections, stage: Stage) -> dict[str, Any]:
+    """The Actor's structured answer ``{"output", "uncertainties"}`` for a draft or revise."""
+    scenario = detect_scenario(sections)
+    revising = stage == "revise"
+    reflections = split_reflections(sections.reflections)
+    if scenario == "primes":
+        name = function_name(sections.entry_point, DEFAULT_PRIMES_NAME)
+        if revising:
+            return {
+                "output": primes_sieve(name),
+                "uncertainties": ["The sieve allocates a list of n + 1 flags."],
+            }
+        return {
+            "output": primes_trial_division(name),
+            "uncertainties": ["Trial division is slow for large n."],
+        }
+    if scenario == "code":
+        name = function_name(sections.entry_point, DEFAULT_CODE_NAME)
+        if revising:
+            return {"output": code_revision(sections.task, name, reflections), "uncertainties": []}
+        return {
+            "output": code_draft(sections.task, name),
+            "uncertainties": ["The expected inputs are not fully specified."],
+        }
+    if revising:
+        previous = sections.previous_output or text_draft(sections.task)
+        return {"output": text_revision(previous, reflections), "uncertainties": []}
+    return {
+        "output": text_draft(sections.task),
+        "uncertainties": ["The task may expect more detail than this short answer gives."],
+    }
+
+
+def _passing(confidence: float, reflection: str) -> dict[str, Any]:
+    return {
+        "verdict": "pass",
+        "confidence": confidence,
+        "issues": [],
+        "reflection": reflection,
+        "error_class": "none",
+    }
+
+
+def critique(sections: PromptSections) -> dict[str, Any]:
+    """The Critic's structured verdict on ``<candidate_output>``."""
+    candidate = sections.candidate_output or ""
+    scenario = detect_scenario(sections)
+    if not candidate.strip():
+        return {
+            "verdict": "revise",
+            "confidence": 0.9,
+            "issues": [
+                {
+                    "dimension": "completeness",
+                    "severity": "critical",
+                    "quote": None,
+                    "suggestion": "Produce an answer; the output is empty.",
+                }
+            ],
+            "reflection": "Strategy: answer the task directly before refining anything.",
+            "error_class": "logic",
+        }
+    if scenario == "primes":
+        if "sieve" in candidate.lower():
+            return _passing(
+                0.93, "The sieve returns every prime <= n efficiently; nothing left to change."
+            )
+        return {
+            "verdict": "revise",
+            "confidence": 0.85,
+            "issues": [
+                {
+                    "dimension": "complexity",
+                    "severity": "major",
+                    "quote": trial_division_line(candidate) or _first_line(candidate),
+                    "suggestion": (
+                        "Use the Sieve of Eratosthenes: mark the multiples of each prime "
+                        "from p * p up to n instead of trial-dividing every number."
+                    ),
+                }
+            ],
+            "reflection": (
+                "Strategy: replace per-number trial division with a Sieve of Eratosthenes "
+                "over 0..n so each composite is crossed off once; keep the function name "
+                "and return the primes <= n in increasing order."
+            ),
+            "error_class": "logic",
+        }
+    if scenario == "code":
+        if REVISED_CODE_MARKER in candidate:
+            return _passing(0.9, "The function handles its inputs; nothing left to change.")
+        lines = [line.strip() for line in candidate.splitlines() if line.strip()]
+        returns = [line for line in lines if line.startswith("return ")]
+        quote = returns[-1] if returns else lines[-1]
+        return {
+            "verdict": "revise",
+            "confidence": 0.8,
+            "issues": [
+                {
+                    "dimension": "correctness",
+                    "severity": "minor",
+                    "quote": quote,
+                    "suggestion": "Validate the inputs and handle the empty case explicitly.",
+                }
+            ],
+            "reflection": (
+                "Strategy: check the inputs first and make the empty case explicit, "
+                "then return the value the task asks for."
+            ),
+            "error_class": "logic",
+        }
+    if REVISED_TEXT_MARKER in candidate:
+        return _passing(0.9, "The answer is complete for the task; nothing left to change.")
+    sentences = split_sentences(candidate)
+    return {
+        "verdict": "revise",
+        "confidence": 0.8,
+        "issues": [
+            {
+                "dimension": "completeness",
+                "severity": "minor",
+                "quote": sentences[-1],
+                "suggestion": "State the assumptions and cover the edge cases explicitly.",
+            }
+        ],
+        "reflection": (
+            "Strategy: keep the structure, and add the assumptions and edge cases "
+            "the answer leaves implicit."
+        ),
+        "error_class": "logic",
+    }
+
+
+def structured_output(sections: PromptSections, stage: Stage) -> dict[str, Any]:
+    """The built-in answer for ``stage``: a critique or an Actor output."""
+    if stage == "critique":
+        return critique(sections)
+    return actor_output(sections, stage)
