@@ -1,0 +1,1 @@
+"""The Orchestrator: durable reflection loop, runs API, review queue and live events."""

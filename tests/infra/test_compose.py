@@ -1,0 +1,634 @@
+"""docker-compose.yml (and the demo override), checked without a Docker engine.
+
+The file is validated against the vendored Compose Specification schema
+(infra/compose-spec.json), then against what matters here: health checks, builds that point
+at real Dockerfiles and packages, the sandbox's hardening, where provider keys may go, and
+that nothing listens beyond 127.0.0.1. Each check returns a list of problems; the tests
+assert the real file has none and that deliberately broken copies of it do have some.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+import pytest
+import yaml
+from jsonschema.validators import validator_for
+
+from tests.infra._support import (
+    COMPOSE_FILE,
+    COMPOSE_SCHEMA,
+    DEMO_OVERRIDE,
+    PROVIDER_ENV,
+    PROVIDER_SERVICES,
+    REPO,
+    SECRET_NAME,
+    exec_form,
+    is_root_user,
+    load_dockerfile,
+    member_for_package,
+    package_dir,
+    python_module,
+)
+
+REQUIRED_SERVICES = {"actor", "critic", "sandbox", "fakemodel"}
+TOKEN_SERVICES = {"actor", "critic", "sandbox"}
+DEMO_ONLY = {"fakemodel"}
+HEALTHCHECK_SCRIPT = "/opt/crosscheck/healthcheck.py"
+# What bubblewrap's user namespaces and fresh /proc need inside Docker (infra/README.md).
+SANDBOX_SECURITY_OPT = {
+    "no-new-privileges:true",
+    "seccomp=unconfined",
+    "apparmor=unconfined",
+    "systempaths=unconfined",
+}
+REQUIRED_TOKEN = re.compile(r"^\$\{CROSSCHECK_SERVICE_TOKEN:\?[^}]+\}$")
+INTERPOLATED = re.compile(r"^\$\{[A-Z0-9_]+(:?[-?][^}]*)?\}$")
+
+Doc = dict[str, Any]
+
+
+@cache
+def _schema() -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads(COMPOSE_SCHEMA.read_text())
+    return schema
+
+
+def load_yaml(path) -> Doc:
+    doc: Doc = yaml.safe_load(path.read_text())
+    return doc
+
+
+def compose() -> Doc:
+    """A fresh copy of docker-compose.yml (YAML anchors and merge keys resolved)."""
+    return load_yaml(COMPOSE_FILE)
+
+
+def services(doc: Doc) -> dict[str, Doc]:
+    return doc.get("services") or {}
+
+
+def environment(service: Doc) -> dict[str, str | None]:
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        return {k: v for k, _, v in (item.partition("=") for item in env)}
+    return {k: None if v is None else str(v) for k, v in env.items()}
+
+
+def internal_networks(doc: Doc) -> set[str]:
+    return {
+        name
+        for name, network in (doc.get("networks") or {}).items()
+        if (network or {}).get("internal") is True
+    }
+
+
+def attached_networks(service: Doc) -> set[str]:
+    networks = service.get("networks")
+    if networks is None:
+        return {"default"}
+    return set(networks)
+
+
+def healthcheck_port_variable(service: Doc) -> str | None:
+    test = (service.get("healthcheck") or {}).get("test")
+    if isinstance(test, list) and HEALTHCHECK_SCRIPT in test:
+        return str(test[-1])
+    return None
+
+
+# --------------------------------------------------------------------------------- checks
+def schema_problems(doc: Doc) -> list[str]:
+    validator = validator_for(_schema())(_schema())
+    return [
+        f"{'/'.join(map(str, error.absolute_path)) or '<root>'}: {error.message}"
+        for error in validator.iter_errors(doc)
+    ]
+
+
+def service_set_problems(doc: Doc) -> list[str]:
+    problems = []
+    missing = REQUIRED_SERVICES - set(services(doc))
+    if missing:
+        problems.append(f"services missing: {sorted(missing)}")
+    for name, service in services(doc).items():
+        profiles = service.get("profiles") or []
+        if name in DEMO_ONLY and profiles != ["demo"]:
+            problems.append(f"{name}: should run only in the demo profile, has {profiles}")
+        if name not in DEMO_ONLY and profiles:
+            problems.append(f"{name}: in profiles {profiles}, so a plain `up` would not start it")
+    return problems
+
+
+def healthcheck_problems(doc: Doc) -> list[str]:
+    problems = []
+    for name, service in services(doc).items():
+        health = service.get("healthcheck")
+        if not health or health.get("disable") in (True, "true"):
+            problems.append(f"{name}: no healthcheck")
+            continue
+        test = health.get("test")
+        if not isinstance(test, list) or test[:1] not in (["CMD"], ["CMD-SHELL"]):
+            problems.append(f"{name}: healthcheck test {test!r} is not a CMD list")
+            continue
+        variable = healthcheck_port_variable(service)
+        if variable is None:
+            problems.append(f"{name}: healthcheck does not run {HEALTHCHECK_SCRIPT}")
+        elif not (environment(service).get(variable) or "").isdigit():
+            problems.append(f"{name}: healthcheck reads {variable}, which its environment lacks")
+    return problems
+
+
+def build_problems(doc: Doc) -> list[str]:
+    """Each service builds from a Dockerfile that exists, into a `python -m <pkg>` that exists."""
+    problems = []
+    for name, service in services(doc).items():
+        build = service.get("build")
+        if not isinstance(build, dict):
+            problems.append(f"{name}: no build mapping (context + dockerfile)")
+            continue
+        if build.get("context") not in (".", "./"):
+            problems.append(f"{name}: build context {build.get('context')!r} is not the repo root")
+        dockerfile = REPO / build.get("dockerfile", "Dockerfile")
+        if not dockerfile.is_file():
+            problems.append(f"{name}: Dockerfile {build.get('dockerfile')!r} does not exist")
+            continue
+        df = load_dockerfile(dockerfile)
+        target = build.get("target")
+        stage = df.stage(target) if target else (df.stages[-1] if df.stages else None)
+        if stage is None:
+            problems.append(f"{name}: {dockerfile.name} has no stage {target!r}")
+            continue
+        entrypoint = service.get("entrypoint")
+        if entrypoint is None:
+            found = df.effective(stage, "ENTRYPOINT")
+            entrypoint = exec_form(found.args) if found else None
+        module = python_module(entrypoint if isinstance(entrypoint, list) else None)
+        if module is None:
+            problems.append(f"{name}: entrypoint {entrypoint!r} is not python -m <pkg>")
+            continue
+        member = member_for_package(module)
+        if member is None or not (package_dir(member, module) / "__init__.py").is_file():
+            problems.append(f"{name}: runs python -m {module}, which no workspace member ships")
+        elif name != module:
+            problems.append(f"{name}: builds the {module!r} service")
+    return problems
+
+
+def restart_problems(doc: Doc) -> list[str]:
+    return [
+        f"{name}: restart is {service.get('restart')!r}, not unless-stopped"
+        for name, service in services(doc).items()
+        if service.get("restart") != "unless-stopped"
+    ]
+
+
+def token_problems(doc: Doc) -> list[str]:
+    """The service token is required (``${CROSSCHECK_SERVICE_TOKEN:?...}``), never defaulted."""
+    problems = []
+    for name, service in services(doc).items():
+        value = environment(service).get("CROSSCHECK_SERVICE_TOKEN")
+        if value is None:
+            if name in TOKEN_SERVICES:
+                problems.append(f"{name}: no CROSSCHECK_SERVICE_TOKEN")
+            continue
+        if not REQUIRED_TOKEN.match(value):
+            problems.append(f"{name}: CROSSCHECK_SERVICE_TOKEN is {value!r}, not ${{...:?...}}")
+    return problems
+
+
+def provider_problems(doc: Doc, *, allow_literals: bool = False) -> list[str]:
+    """Provider keys and endpoints reach the actor and critic only, and come from the env."""
+    problems = []
+    for name, service in services(doc).items():
+        env = environment(service)
+        provider_vars = sorted(k for k in env if PROVIDER_ENV.search(k))
+        if name not in PROVIDER_SERVICES:
+            if provider_vars:
+                problems.append(f"{name}: gets provider settings {provider_vars}")
+            if service.get("env_file"):
+                problems.append(f"{name}: env_file could carry provider keys into it")
+            if service.get("secrets"):
+                problems.append(f"{name}: is given secrets {service['secrets']}")
+        for key, value in env.items():
+            if not SECRET_NAME.search(key) or allow_literals:
+                continue
+            if value is None or not INTERPOLATED.match(value):
+                problems.append(f"{name}: {key} is a literal, not taken from the environment")
+            elif key.endswith("_API_KEY") and not value.startswith(f"${{{key}:-"):
+                problems.append(f"{name}: optional {key} should be ${{{key}:-}}, is {value!r}")
+    return problems
+
+
+def port_problems(doc: Doc) -> list[str]:
+    problems = []
+    for name, service in services(doc).items():
+        if service.get("network_mode") == "host":
+            problems.append(f"{name}: network_mode host publishes every port on every address")
+        env = environment(service)
+        variable = healthcheck_port_variable(service)
+        for port in service.get("ports") or []:
+            if isinstance(port, dict):
+                host_ip, target = port.get("host_ip"), str(port.get("target"))
+            else:
+                parts = str(port).split(":")
+                host_ip = parts[0] if len(parts) == 3 else None
+                target = parts[-1].split("/")[0]
+            if host_ip != "127.0.0.1":
+                problems.append(f"{name}: port {port!r} is not bound to 127.0.0.1")
+            if variable and env.get(variable) != target:
+                problems.append(f"{name}: publishes {target} but listens on {env.get(variable)}")
+    return problems
+
+
+def listen_problems(doc: Doc) -> list[str]:
+    """Each service listens on all of its container's interfaces, or nothing could reach it."""
+    problems = []
+    for name, service in services(doc).items():
+        variable = healthcheck_port_variable(service)
+        if variable is None:
+            continue
+        host_variable = variable.removesuffix("_PORT") + "_HOST"
+        if environment(service).get(host_variable) != "0.0.0.0":
+            problems.append(f"{name}: {host_variable} is not 0.0.0.0")
+    return problems
+
+
+def network_problems(doc: Doc) -> list[str]:
+    problems = []
+    internal = internal_networks(doc)
+    if not internal:
+        problems.append("no internal: true network")
+    declared = set(doc.get("networks") or {})
+    for name, service in services(doc).items():
+        attached = attached_networks(service)
+        if undeclared := attached - declared - {"default"}:
+            problems.append(f"{name}: joins undeclared networks {sorted(undeclared)}")
+        if not attached & internal:
+            problems.append(f"{name}: is on no internal network")
+        if service.get("ports") and not attached - internal:
+            problems.append(f"{name}: publishes ports but sits only on internal networks")
+    return problems
+
+
+def hardening_problems(doc: Doc) -> list[str]:
+    """Every service: no capabilities, no privilege gain, non-root, read-only, no host access."""
+    problems = []
+    for name, service in services(doc).items():
+        if "ALL" not in (service.get("cap_drop") or []):
+            problems.append(f"{name}: does not cap_drop ALL")
+        if service.get("cap_add"):
+            problems.append(f"{name}: cap_add {service['cap_add']}")
+        if "no-new-privileges:true" not in (service.get("security_opt") or []):
+            problems.append(f"{name}: no no-new-privileges:true")
+        if service.get("privileged") not in (None, False):
+            problems.append(f"{name}: privileged")
+        if is_root_user(str(service.get("user", ""))):
+            problems.append(f"{name}: user {service.get('user')!r} is root or unset")
+        if service.get("read_only") is not True:
+            problems.append(f"{name}: root filesystem is writable")
+        for key in ("pid", "ipc", "userns_mode", "uts"):
+            if service.get(key) == "host":
+                problems.append(f"{name}: shares the host's {key} namespace")
+        for volume in service.get("volumes") or []:
+            if "docker.sock" in json.dumps(volume):
+                problems.append(f"{name}: mounts the Docker socket")
+        if service.get("use_api_socket"):
+            problems.append(f"{name}: is given the Docker API socket")
+    return problems
+
+
+def sandbox_problems(doc: Doc) -> list[str]:
+    """The runner of untrusted code: locked down, limited, offline, keyless."""
+    sandbox = services(doc).get("sandbox")
+    if sandbox is None:
+        return ["no sandbox service"]
+    problems = []
+    security = set(sandbox.get("security_opt") or [])
+    if missing := SANDBOX_SECURITY_OPT - security:
+        problems.append(f"security_opt lacks {sorted(missing)}")
+    for option in security - SANDBOX_SECURITY_OPT:
+        problems.append(f"unexpected security_opt {option!r}")
+    pids = sandbox.get("pids_limit")
+    if not isinstance(pids, int) or not 0 < pids <= 1024:
+        problems.append(f"pids_limit {pids!r} is not a positive bound")
+    limits = ((sandbox.get("deploy") or {}).get("resources") or {}).get("limits") or {}
+    if not (sandbox.get("mem_limit") or limits.get("memory")):
+        problems.append("no memory limit")
+    if not (sandbox.get("cpus") or limits.get("cpus")):
+        problems.append("no CPU limit")
+    tmpfs = sandbox.get("tmpfs") or []
+    tmpfs = [tmpfs] if isinstance(tmpfs, str) else tmpfs
+    if not any(t == "/tmp" or t.startswith("/tmp:") for t in tmpfs):
+        problems.append("no tmpfs on /tmp (the root is read-only)")
+    if sandbox.get("ports"):
+        problems.append("publishes ports")
+    if sandbox.get("volumes"):
+        problems.append(f"mounts volumes {sandbox['volumes']}")
+    if sandbox.get("devices"):
+        problems.append("is given devices")
+    if outside := attached_networks(sandbox) - internal_networks(doc):
+        problems.append(f"joins non-internal networks {sorted(outside)} (egress)")
+    if sandbox.get("network_mode") not in (None, "none"):
+        problems.append(f"network_mode {sandbox.get('network_mode')!r}")
+    if sandbox.get("extra_hosts") or sandbox.get("dns"):
+        problems.append("has extra_hosts/dns pointing outward")
+    if sandbox.get("init") is not True:
+        problems.append("no init: job orphans would not be reaped")
+    return problems
+
+
+ALL_CHECKS: tuple[Callable[[Doc], list[str]], ...] = (
+    schema_problems,
+    service_set_problems,
+    healthcheck_problems,
+    build_problems,
+    restart_problems,
+    token_problems,
+    provider_problems,
+    port_problems,
+    listen_problems,
+    network_problems,
+    hardening_problems,
+    sandbox_problems,
+)
+
+
+# ---------------------------------------------------------------------------------- tests
+def test_the_vendored_schema_is_a_valid_schema():
+    schema = _schema()
+    validator_for(schema).check_schema(schema)
+    assert schema.get("title") == "Compose Specification"
+
+
+@pytest.mark.parametrize("check", ALL_CHECKS, ids=lambda c: c.__name__)
+def test_compose_file_has_no_problems(check):
+    assert check(compose()) == []
+
+
+def test_the_schema_rejects_what_compose_would():
+    """The schema is strict enough to matter: a typo'd key or a wrong type fails it."""
+    doc = compose()
+    doc["services"]["sandbox"]["read_onyl"] = True
+    doc["services"]["actor"]["ports"] = "127.0.0.1:8001:8001"
+    problems = schema_problems(doc)
+    assert any("read_onyl" in p for p in problems), problems
+    assert any(p.startswith("services/actor/ports") for p in problems), problems
+
+
+def _set(path: str, value: Any) -> Callable[[Doc], None]:
+    *parents, last = path.split(".")
+
+    def mutate(doc: Doc) -> None:
+        node = doc
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[last] = value
+
+    return mutate
+
+
+def _delete(path: str) -> Callable[[Doc], None]:
+    *parents, last = path.split(".")
+
+    def mutate(doc: Doc) -> None:
+        node = doc
+        for key in parents:
+            node = node[key]
+        del node[last]
+
+    return mutate
+
+
+def _env(service: str, name: str, value: str) -> Callable[[Doc], None]:
+    return _set(f"services.{service}.environment.{name}", value)
+
+
+BROKEN: dict[str, tuple[Callable[[Doc], None], Callable[[Doc], list[str]]]] = {
+    "unknown key": (_set("services.actor.helthcheck", {}), schema_problems),
+    "no healthcheck": (_delete("services.critic.healthcheck"), healthcheck_problems),
+    "disabled healthcheck": (
+        _set("services.actor.healthcheck.disable", True),
+        healthcheck_problems,
+    ),
+    "healthcheck wrong port var": (
+        _set("services.actor.healthcheck.test", ["CMD", "python", HEALTHCHECK_SCRIPT, "X_PORT"]),
+        healthcheck_problems,
+    ),
+    "missing Dockerfile": (
+        _set("services.critic.build.dockerfile", "infra/docker/nope.Dockerfile"),
+        build_problems,
+    ),
+    "unknown target": (_set("services.actor.build.target", "acter"), build_problems),
+    "wrong target": (_set("services.actor.build.target", "critic"), build_problems),
+    "entrypoint of a missing package": (
+        _set("services.fakemodel.entrypoint", ["python", "-m", "fakemodle"]),
+        build_problems,
+    ),
+    "image instead of build": (_delete("services.sandbox.build"), build_problems),
+    "no restart": (_delete("services.sandbox.restart"), restart_problems),
+    "defaulted token": (
+        _env("sandbox", "CROSSCHECK_SERVICE_TOKEN", "${CROSSCHECK_SERVICE_TOKEN:-changeme}"),
+        token_problems,
+    ),
+    "literal token": (
+        _env("actor", "CROSSCHECK_SERVICE_TOKEN", "0123456789abcdef0123"),
+        token_problems,
+    ),
+    "no token": (_delete("services.critic.environment.CROSSCHECK_SERVICE_TOKEN"), token_problems),
+    "sandbox gets a key": (
+        _env("sandbox", "OPENAI_API_KEY", "${OPENAI_API_KEY:-}"),
+        provider_problems,
+    ),
+    "fakemodel gets a base url": (
+        _env("fakemodel", "ANTHROPIC_BASE_URL", "${ANTHROPIC_BASE_URL:-}"),
+        provider_problems,
+    ),
+    "sandbox env_file": (_set("services.sandbox.env_file", [".env"]), provider_problems),
+    "literal key": (_env("critic", "ANTHROPIC_API_KEY", "sk-ant-123"), provider_problems),
+    "required key": (
+        _env("actor", "OPENAI_API_KEY", "${OPENAI_API_KEY:?set it}"),
+        provider_problems,
+    ),
+    "port on all interfaces": (_set("services.actor.ports", ["8001:8001"]), port_problems),
+    "port on 0.0.0.0": (
+        _set(
+            "services.critic.ports", [{"target": 8002, "published": "8002", "host_ip": "0.0.0.0"}]
+        ),
+        port_problems,
+    ),
+    "bare port": (_set("services.critic.ports", [8002]), port_problems),
+    "published port mismatch": (
+        _set("services.critic.ports", ["127.0.0.1:8002:8020"]),
+        port_problems,
+    ),
+    "host network": (_set("services.actor.network_mode", "host"), port_problems),
+    "listens on loopback": (_env("actor", "ACTOR_HOST", "127.0.0.1"), listen_problems),
+    "internal network not internal": (_delete("networks.internal.internal"), network_problems),
+    "undeclared network": (
+        _set("services.critic.networks", ["internal", "outside"]),
+        network_problems,
+    ),
+    "ports on internal-only service": (
+        _set("services.fakemodel.ports", ["127.0.0.1:8009:8009"]),
+        network_problems,
+    ),
+    "cap_add": (_set("services.actor.cap_add", ["NET_ADMIN"]), hardening_problems),
+    "privileged": (_set("services.critic.privileged", True), hardening_problems),
+    "root user": (_set("services.fakemodel.user", "0:0"), hardening_problems),
+    "writable root": (_set("services.actor.read_only", False), hardening_problems),
+    "docker socket": (
+        _set("services.critic.volumes", ["/var/run/docker.sock:/var/run/docker.sock"]),
+        hardening_problems,
+    ),
+    "sandbox without cap_drop": (_delete("services.sandbox.cap_drop"), hardening_problems),
+    "sandbox as root": (_delete("services.sandbox.user"), hardening_problems),
+    "sandbox writable": (_delete("services.sandbox.read_only"), hardening_problems),
+    "sandbox new privileges": (
+        _set(
+            "services.sandbox.security_opt",
+            ["seccomp=unconfined", "apparmor=unconfined", "systempaths=unconfined"],
+        ),
+        sandbox_problems,
+    ),
+    "sandbox privileged via opt": (
+        _set("services.sandbox.security_opt", [*SANDBOX_SECURITY_OPT, "label=disable"]),
+        sandbox_problems,
+    ),
+    "sandbox no pids limit": (_delete("services.sandbox.pids_limit"), sandbox_problems),
+    "sandbox no memory limit": (_delete("services.sandbox.mem_limit"), sandbox_problems),
+    "sandbox no cpu limit": (_delete("services.sandbox.cpus"), sandbox_problems),
+    "sandbox no tmpfs": (_delete("services.sandbox.tmpfs"), sandbox_problems),
+    "sandbox egress": (_set("services.sandbox.networks", ["internal", "egress"]), sandbox_problems),
+    "sandbox published": (
+        _set("services.sandbox.ports", ["127.0.0.1:8003:8003"]),
+        sandbox_problems,
+    ),
+    "sandbox volume": (_set("services.sandbox.volumes", ["./:/src:ro"]), sandbox_problems),
+    "sandbox no init": (_delete("services.sandbox.init"), sandbox_problems),
+    "demo service always on": (_delete("services.fakemodel.profiles"), service_set_problems),
+    "sandbox only in a profile": (
+        _set("services.sandbox.profiles", ["demo"]),
+        service_set_problems,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_a_broken_compose_file_is_caught(name: str):
+    mutate, check = BROKEN[name]
+    doc = compose()
+    assert check(doc) == [], "the check fails on the real file already"
+    mutate(doc)
+    assert check(doc) != [], name
+
+
+# -------------------------------------------------------------------- the demo override
+def merge(base: Doc, override: Doc) -> Doc:
+    """Compose's merge for what the override uses: mappings merge, everything else replaces."""
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def test_the_demo_override_is_valid_and_touches_only_actor_and_critic():
+    override = load_yaml(DEMO_OVERRIDE)
+    assert schema_problems(override) == []
+    assert set(override) == {"services"}
+    assert set(override["services"]) == PROVIDER_SERVICES
+
+
+def test_the_demo_points_actor_and_critic_at_fakemodel():
+    demo = merge(compose(), load_yaml(DEMO_OVERRIDE))
+    fakemodel = f"http://fakemodel:{environment(demo['services']['fakemodel'])['FAKEMODEL_PORT']}"
+    for name in sorted(PROVIDER_SERVICES):
+        service = demo["services"][name]
+        env = environment(service)
+        assert env["OPENAI_BASE_URL"] == f"{fakemodel}/v1", name
+        assert env["ANTHROPIC_BASE_URL"] == fakemodel, name
+        assert "placeholder" in (env["OPENAI_API_KEY"] or ""), name
+        assert "placeholder" in (env["ANTHROPIC_API_KEY"] or ""), name
+        assert service["depends_on"]["fakemodel"]["condition"] == "service_healthy", name
+        # The demo reaches fakemodel over the internal network both share.
+        shared = attached_networks(service) & attached_networks(demo["services"]["fakemodel"])
+        assert shared & internal_networks(demo), name
+
+
+def test_the_merged_demo_keeps_every_other_guarantee():
+    demo = merge(compose(), load_yaml(DEMO_OVERRIDE))
+    problems = [
+        p for check in ALL_CHECKS for p in check(demo) if check is not provider_problems
+    ] + provider_problems(demo, allow_literals=True)
+    assert problems == []
+
+
+# --------------------------------------------------- optional: the real Compose CLI
+def _compose_cli() -> list[str] | None:
+    """`docker compose` (v2 plugin) or a v2 `docker-compose`, if this machine has one."""
+    candidates = [["docker", "compose"], ["docker-compose"]]
+    for command in candidates:
+        if shutil.which(command[0]) is None:
+            continue
+        try:
+            result = subprocess.run(
+                [*command, "version", "--short"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if result.returncode == 0 and re.match(r"v?2\.", result.stdout.strip()):
+            return command
+    return None
+
+
+COMPOSE_CLI = _compose_cli()
+needs_compose = pytest.mark.skipif(
+    COMPOSE_CLI is None, reason="no Docker Compose v2 CLI here (docker compose / docker-compose)"
+)
+
+
+def _compose_config(*files, token: str | None) -> subprocess.CompletedProcess[str]:
+    assert COMPOSE_CLI is not None
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CROSSCHECK_")}
+    if token is not None:
+        env["CROSSCHECK_SERVICE_TOKEN"] = token
+    args = [arg for f in files for arg in ("-f", str(f))]
+    return subprocess.run(
+        [*COMPOSE_CLI, *args, "--profile", "demo", "config", "--quiet"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@needs_compose
+def test_compose_cli_accepts_the_files(service_token):
+    result = _compose_config(COMPOSE_FILE, token=service_token)
+    assert result.returncode == 0, result.stderr
+    result = _compose_config(COMPOSE_FILE, DEMO_OVERRIDE, token=service_token)
+    assert result.returncode == 0, result.stderr
+
+
+@needs_compose
+def test_compose_cli_refuses_to_start_without_the_token():
+    result = _compose_config(COMPOSE_FILE, token=None)
+    assert result.returncode != 0
+    assert "CROSSCHECK_SERVICE_TOKEN" in result.stderr
