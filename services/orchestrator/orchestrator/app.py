@@ -1,0 +1,125 @@
+"""The Orchestrator's FastAPI app: ``create_app(settings)``; DBOS is launched in ``lifespan``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+from dbos import DBOS, DBOSConfig
+from fastapi import FastAPI, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy import text
+
+from orchestrator.auth.router import router as tokens_router
+from orchestrator.auth.service import TokenService
+from orchestrator.db import create_db_engine, migrate, session_scope, system_database_url
+from orchestrator.engine import runtime
+from orchestrator.engine.launch import start_orphans
+from orchestrator.evaluators.base import Evaluator, JsonSchemaEvaluator, PythonTestsEvaluator
+from orchestrator.events.hub import EventHub
+from orchestrator.events.router import router as events_router
+from orchestrator.metrics import Metrics
+from orchestrator.peers.http import HttpActor, HttpCritic, HttpSandbox, peer_client
+from orchestrator.runs.router import router as runs_router
+from orchestrator.settings import OrchestratorSettings
+from shared.contracts import ServiceInfo
+from shared.logging import get_logger
+from shared.service import build_service_app
+
+log = get_logger("crosscheck.orchestrator")
+
+
+def create_app(
+    settings: OrchestratorSettings,
+    *,
+    peer_transports: dict[str, httpx.AsyncBaseTransport] | None = None,
+) -> FastAPI:
+    """Build the Orchestrator. ``peer_transports`` lets tests reach peers in-process."""
+    metrics = Metrics()
+    hub = EventHub()
+    engine = create_db_engine(settings.database_url)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        hub.bind(asyncio.get_running_loop())
+        if settings.run_migrations:
+            migrate(engine)
+        if settings.admin_token is not None:
+            with session_scope(engine) as session:
+                TokenService().bootstrap_admin(session, settings.admin_token.get_secret_value())
+        token = settings.service_token.get_secret_value()
+        clients: dict[str, httpx.AsyncClient] = {}
+        for name, url in (
+            ("actor", settings.actor_url),
+            ("critic", settings.critic_url),
+            ("sandbox", settings.sandbox_url),
+        ):
+            client = peer_client(url, token, settings.peer_timeout_s)
+            if peer_transports and name in peer_transports:
+                client._transport = peer_transports[name]
+            clients[name] = client
+        evaluators: dict[str, Evaluator] = {
+            "python_tests": PythonTestsEvaluator(HttpSandbox(clients["sandbox"])),
+            "json_schema": JsonSchemaEvaluator(),
+        }
+        runtime.install(
+            runtime.Runtime(
+                settings=settings,
+                engine=engine,
+                actor=HttpActor(clients["actor"]),
+                critic=HttpCritic(clients["critic"]),
+                evaluators=evaluators,
+                hub=hub,
+                metrics=metrics,
+            )
+        )
+        config: DBOSConfig = {
+            "name": "crosscheck",
+            "system_database_url": system_database_url(settings.database_url),
+            "application_version": settings.application_version,
+            "executor_id": settings.executor_id,
+            "log_level": "WARNING",
+            "max_executor_threads": settings.executor_threads,
+        }
+        DBOS(config=config)
+        DBOS.launch()
+        started = await start_orphans(engine)
+        log.info("orchestrator ready", database=engine.dialect.name, orphans_started=started)
+        try:
+            yield
+        finally:
+            DBOS.destroy(workflow_completion_timeout_sec=0)
+            runtime.install(None)
+            for client in clients.values():
+                await client.aclose()
+            engine.dispose()
+
+    async def ready() -> str | None:
+        try:
+            with engine.connect() as connection:
+                connection.execute(text("SELECT 1"))
+        except Exception as exc:
+            return f"database unreachable: {type(exc).__name__}"
+        return None
+
+    def info() -> ServiceInfo:
+        return ServiceInfo(service="orchestrator", role="orchestrator", version="0.1.0")
+
+    app = build_service_app(
+        title="Crosscheck Orchestrator", info=info, lifespan=lifespan, ready=ready
+    )
+    app.state.engine = engine
+    app.state.hub = hub
+    app.state.metrics = metrics
+    app.include_router(runs_router)
+    app.include_router(events_router)
+    app.include_router(tokens_router)
+
+    @app.get("/metrics", tags=["ops"], response_class=Response)
+    def prometheus_metrics() -> Response:
+        """Prometheus exposition of runs, rounds, calls, tokens, cost, latency, adoption."""
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    return app

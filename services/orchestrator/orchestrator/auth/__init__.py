@@ -1,0 +1,1 @@
+"""Bearer tokens with roles (service, reviewer, admin), stored hashed."""

@@ -1,0 +1,26 @@
+"""Token administration."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, status
+
+from orchestrator.auth.service import TokenService
+from orchestrator.deps import Admin, SessionDep
+from shared.errors import NotFound
+from shared.orchestration import TokenCreate, TokenCreated
+
+router = APIRouter(prefix="/v1/tokens", tags=["tokens"])
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=TokenCreated)
+def create_token(body: TokenCreate, admin: Admin, session: SessionDep) -> TokenCreated:
+    """Mint a token for a role; the raw token is shown once."""
+    token, raw = TokenService().create(session, name=body.name, role=body.role, created_by=admin.id)
+    return TokenCreated(id=token.id, name=token.name, role=body.role, token=raw)
+
+
+@router.delete("/{token_id}", status_code=status.HTTP_204_NO_CONTENT)
+def revoke_token(token_id: str, admin: Admin, session: SessionDep) -> None:
+    """Revoke a token; it stops working at once."""
+    if not TokenService().revoke(session, token_id):
+        raise NotFound(f"token {token_id} does not exist")

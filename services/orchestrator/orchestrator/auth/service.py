@@ -1,0 +1,69 @@
+"""Minting and checking API tokens. Tokens are random, so a SHA-256 digest is enough to store."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+
+from sqlmodel import Session, select
+
+from orchestrator.tables import ApiToken, new_id, utcnow
+from shared.orchestration import Role
+
+BOOTSTRAP_ID = "tok_bootstrap_admin"
+
+
+@dataclass(frozen=True)
+class Principal:
+    id: str
+    name: str
+    role: Role
+
+    def can(self, *roles: Role) -> bool:
+        return self.role is Role.admin or self.role in roles
+
+
+def digest(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class TokenService:
+    def bootstrap_admin(self, session: Session, raw: str) -> None:
+        """Make ``raw`` (from CROSSCHECK_ADMIN_TOKEN) the bootstrap admin token."""
+        token = session.get(ApiToken, BOOTSTRAP_ID)
+        if token is None:
+            token = ApiToken(
+                id=BOOTSTRAP_ID, name="bootstrap admin", role=Role.admin.value, token_hash=""
+            )
+        token.token_hash = digest(raw)
+        token.revoked_at = None
+        session.add(token)
+
+    def authenticate(self, session: Session, raw: str) -> Principal | None:
+        token = session.exec(select(ApiToken).where(ApiToken.token_hash == digest(raw))).first()
+        if token is None or token.revoked_at is not None:
+            return None
+        return Principal(token.id, token.name, Role(token.role))
+
+    def create(
+        self, session: Session, *, name: str, role: Role, created_by: str
+    ) -> tuple[ApiToken, str]:
+        raw = "cc_" + secrets.token_urlsafe(32)
+        token = ApiToken(
+            id=new_id("tok"),
+            name=name,
+            role=role.value,
+            token_hash=digest(raw),
+            created_by=created_by,
+        )
+        session.add(token)
+        return token, raw
+
+    def revoke(self, session: Session, token_id: str) -> bool:
+        token = session.get(ApiToken, token_id)
+        if token is None:
+            return False
+        token.revoked_at = utcnow()
+        session.add(token)
+        return True

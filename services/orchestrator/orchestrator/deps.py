@@ -1,0 +1,57 @@
+"""Dependency aliases for the Orchestrator's routes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Annotated
+
+import sqlalchemy as sa
+from fastapi import Depends, Request
+from sqlmodel import Session
+
+from orchestrator.auth.service import Principal, TokenService
+from orchestrator.db import session_scope
+from shared.auth import bearer_token
+from shared.errors import Forbidden, Unauthorized
+from shared.orchestration import Role
+
+
+def get_engine(request: Request) -> sa.Engine:
+    engine: sa.Engine = request.app.state.engine
+    return engine
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    with session_scope(get_engine(request)) as session:
+        yield session
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+
+
+def authenticate(request: Request, session: Session) -> Principal:
+    raw = bearer_token(request)
+    if raw is None:
+        raise Unauthorized("missing bearer token: send 'Authorization: Bearer <token>'")
+    principal = TokenService().authenticate(session, raw)
+    if principal is None:
+        raise Unauthorized("invalid or revoked token")
+    return principal
+
+
+def require(*roles: Role) -> Callable[[Request, Session], Principal]:
+    """Admit the given roles (admins always)."""
+
+    def dependency(request: Request, session: SessionDep) -> Principal:
+        principal = authenticate(request, session)
+        if not principal.can(*roles):
+            wanted = ", ".join(r.value for r in roles) or "admin"
+            raise Forbidden(f"this needs the role {wanted}; your token has {principal.role.value}")
+        return principal
+
+    return dependency
+
+
+ServiceCaller = Annotated[Principal, Depends(require(Role.service))]
+Reader = Annotated[Principal, Depends(require(Role.service, Role.reviewer))]
+Admin = Annotated[Principal, Depends(require())]

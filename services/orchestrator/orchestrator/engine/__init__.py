@@ -1,0 +1,1 @@
+"""The durable reflection loop on DBOS Transact."""

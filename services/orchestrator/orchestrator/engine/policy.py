@@ -1,0 +1,151 @@
+"""Stop and break rules, as pure functions of what the steps reported.
+
+The workflow calls these between steps; because they only read step results (which DBOS
+records), a recovered workflow takes exactly the same decisions again.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from shared.orchestration import Policy, ReviewMode, RunStatus, StopReason
+
+
+@dataclass(frozen=True)
+class Stop:
+    status: RunStatus
+    reason: StopReason
+    error_class: str = "logic"
+    detail: str = ""
+
+
+def output_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def change_ratio(previous: str, current: str) -> float:
+    """Share of the text that changed (0 = identical, 1 = nothing in common)."""
+    if previous == current:
+        return 0.0
+    matcher = difflib.SequenceMatcher(None, previous, current, autojunk=False)
+    return round(1.0 - matcher.ratio(), 6)
+
+
+def shrink_ratio(previous: str, current: str) -> float:
+    """How much shorter the current version is (0 when it did not shrink)."""
+    if not previous:
+        return 0.0
+    return max(0.0, round(1.0 - len(current) / len(previous), 6))
+
+
+def critique_signature(critique: dict[str, Any]) -> str:
+    """Two critiques that say the same thing have the same signature."""
+    issues = sorted(
+        (
+            i.get("dimension", ""),
+            i.get("severity", ""),
+            i.get("quote") or "",
+            i.get("suggestion", ""),
+        )
+        for i in critique.get("issues", [])
+    )
+    body = {
+        "verdict": critique.get("verdict"),
+        "issues": issues,
+        "reflection": critique.get("reflection", "").strip(),
+    }
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def over_budget(policy: Policy, tokens: int, cost: float) -> Stop | None:
+    if policy.max_tokens is not None and tokens > policy.max_tokens:
+        return Stop(
+            RunStatus.escalated,
+            StopReason.budget_exceeded,
+            detail=f"used {tokens} tokens, budget {policy.max_tokens}",
+        )
+    if policy.max_cost_usd is not None and cost > policy.max_cost_usd:
+        return Stop(
+            RunStatus.escalated,
+            StopReason.budget_exceeded,
+            detail=f"cost ${cost:.4f}, budget ${policy.max_cost_usd:.4f}",
+        )
+    return None
+
+
+def after_output(
+    policy: Policy, *, round: int, seen_hashes: list[str], out: dict[str, Any]
+) -> Stop | None:
+    """Rules that look at a new version before anyone evaluates it."""
+    if out["output_hash"] in seen_hashes:
+        earlier = seen_hashes.index(out["output_hash"]) + 1
+        return Stop(
+            RunStatus.escalated,
+            StopReason.duplicate_output,
+            detail=f"round {round} repeated the output of round {earlier}: "
+            "the reflection was ignored",
+        )
+    if (
+        round > 1
+        and policy.convergence_threshold > 0
+        and out["change_ratio"] < policy.convergence_threshold
+    ):
+        return Stop(
+            RunStatus.escalated,
+            StopReason.converged,
+            detail=f"round {round} changed {out['change_ratio']:.1%} of the text, under the "
+            f"{policy.convergence_threshold:.1%} threshold",
+        )
+    return over_budget(policy, out["run_tokens"], out["run_cost"])
+
+
+def shrank(policy: Policy, out: dict[str, Any]) -> bool:
+    return policy.shrink_threshold > 0 and out.get("shrink", 0.0) > policy.shrink_threshold
+
+
+def needs_review_before_critique(policy: Policy, round: int) -> bool:
+    return policy.review is ReviewMode.before_critique or (
+        policy.review is ReviewMode.first_round and round == 1
+    )
+
+
+def after_critique(
+    policy: Policy,
+    *,
+    round: int,
+    critique: dict[str, Any],
+    evaluation_passed: bool | None,
+    previous_signature: str | None,
+) -> Stop | None:
+    """Rules that read the critic's structured verdict (never its prose)."""
+    verdict = critique["verdict"]
+    if verdict == "pass" and evaluation_passed is not False:
+        return Stop(RunStatus.succeeded, StopReason.critic_pass, error_class="none")
+    if verdict == "escalate":
+        return Stop(
+            RunStatus.escalated,
+            StopReason.critic_escalated,
+            error_class=critique.get("error_class", "logic"),
+            detail="the critic asked for a person to decide",
+        )
+    if previous_signature is not None and critique["signature"] == previous_signature:
+        return Stop(
+            RunStatus.escalated,
+            StopReason.repeated_critique,
+            detail=f"round {round} got the same critique as round {round - 1}",
+        )
+    budget = over_budget(policy, critique["run_tokens"], critique["run_cost"])
+    if budget:
+        return budget
+    if round >= policy.max_rounds:
+        return Stop(
+            RunStatus.escalated,
+            StopReason.max_rounds,
+            error_class=critique.get("error_class", "logic"),
+            detail=f"no pass after {policy.max_rounds} round(s)",
+        )
+    return None

@@ -1,0 +1,116 @@
+"""Read-model writes the steps share: status changes, finishing a run, escalation context."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlmodel import Session, col, select
+
+from orchestrator.engine.policy import Stop
+from orchestrator.events.repository import append_event
+from orchestrator.tables import Reflection, ReviewItem, Round, Run, new_id, utcnow
+from shared.errors import NotFound
+from shared.orchestration import RunStatus
+
+
+def load_run(session: Session, run_id: str) -> Run:
+    run = session.exec(select(Run).where(Run.id == run_id)).first()
+    if run is None:
+        raise NotFound(f"run {run_id} does not exist")
+    return run
+
+
+def load_round(session: Session, run_id: str, number: int) -> Round | None:
+    return session.exec(select(Round).where(Round.run_id == run_id, Round.number == number)).first()
+
+
+def all_rounds(session: Session, run_id: str) -> list[Round]:
+    return list(
+        session.exec(select(Round).where(Round.run_id == run_id).order_by(col(Round.number)))
+    )
+
+
+def all_reflections(session: Session, run_id: str) -> list[Reflection]:
+    query = select(Reflection).where(Reflection.run_id == run_id)
+    return list(session.exec(query.order_by(col(Reflection.round), col(Reflection.id))))
+
+
+def set_status(session: Session, run: Run, status: RunStatus, **data: Any) -> None:
+    if run.status == status.value:
+        return
+    run.status = status.value
+    run.updated_at = utcnow()
+    session.add(run)
+    append_event(session, run.id, "run.status", {"status": status.value, **data})
+
+
+def add_usage(run: Run, usage: dict[str, Any]) -> None:
+    run.input_tokens += int(usage.get("input_tokens", 0))
+    run.output_tokens += int(usage.get("output_tokens", 0))
+    run.cost_usd = round(run.cost_usd + float(usage.get("cost_usd") or 0.0), 8)
+
+
+def escalation_context(session: Session, run: Run, stop: Stop) -> dict[str, Any]:
+    """Everything a person needs to decide, in one document."""
+    return {
+        "task": run.task,
+        "kind": run.kind,
+        "tests": run.tests,
+        "entry_point": run.entry_point,
+        "stop_reason": stop.reason.value,
+        "error_class": stop.error_class,
+        "detail": stop.detail,
+        "rounds": [
+            {
+                "number": r.number,
+                "output": r.output,
+                "rolled_back": r.rolled_back or [],
+                "evaluation": r.evaluation,
+                "critique": r.critique,
+                "review": r.review,
+            }
+            for r in all_rounds(session, run.id)
+        ],
+        "reflections": [
+            {"round": f.round, "source": f.source, "author": f.author, "content": f.content}
+            for f in all_reflections(session, run.id)
+        ],
+    }
+
+
+def finalize(session: Session, run: Run, stop: Stop, *, final_round: int | None) -> None:
+    """Put a run in its final state; an escalation also opens a review item."""
+    final = load_round(session, run.id, final_round) if final_round else None
+    run.final_round = final_round
+    run.final_output = final.output if final else None
+    run.stop_reason = stop.reason.value
+    run.error_class = stop.error_class
+    run.detail = stop.detail or None
+    run.finished_at = utcnow()
+    set_status(session, run, stop.status, stop_reason=stop.reason.value)
+    if stop.status is RunStatus.escalated:
+        item = ReviewItem(
+            id=new_id("rev"),
+            run_id=run.id,
+            round=final_round or 0,
+            kind="escalation",
+            status="pending",
+            reason=stop.reason.value,
+            context=escalation_context(session, run, stop),
+        )
+        session.add(item)
+        append_event(
+            session, run.id, "review.created", {"review_id": item.id, "kind": "escalation"}
+        )
+    append_event(
+        session,
+        run.id,
+        "run.finished",
+        {
+            "status": stop.status.value,
+            "stop_reason": stop.reason.value,
+            "error_class": stop.error_class,
+            "detail": stop.detail,
+            "final_round": final_round,
+        },
+    )

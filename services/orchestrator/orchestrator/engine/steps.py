@@ -1,0 +1,483 @@
+"""Durable steps. Each calls at most one peer and commits its result in one transaction.
+
+DBOS records a finished step's return value, so a recovered workflow never repeats it; a
+step cut off mid-way runs again, which is why every peer call carries an idempotency key
+made of (run, round, role, attempt) and every write here is an upsert.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from dbos import DBOS
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
+from tenacity.wait import wait_exponential_jitter
+
+from orchestrator.db import session_scope
+from orchestrator.engine import records
+from orchestrator.engine.policy import (
+    Stop,
+    after_critique,
+    after_output,
+    change_ratio,
+    critique_signature,
+    output_hash,
+    shrank,
+    shrink_ratio,
+)
+from orchestrator.engine.runtime import Runtime, current
+from orchestrator.evaluators.base import EvaluationJob
+from orchestrator.events.repository import append_event
+from orchestrator.peers.errors import PeerUnavailable
+from orchestrator.tables import ModelCall, Reflection, ReviewItem, Round, Run, new_id, utcnow
+from shared.contracts import (
+    CritiqueRequest,
+    DraftRequest,
+    Evaluation,
+    ReflectionSource,
+    ReviseRequest,
+    TaskKind,
+)
+from shared.contracts import Reflection as ReflectionDTO
+from shared.orchestration import Policy, RunStatus, StopReason
+
+T = TypeVar("T")
+
+
+async def with_retries(rt: Runtime, peer: str, call: Callable[[], Awaitable[T]]) -> T:
+    """Environment errors are retried with backoff; they never cost a round."""
+
+    def count(_: RetryCallState) -> None:
+        rt.metrics.environment_retries.labels(peer).inc()
+
+    retrying = AsyncRetrying(
+        retry=retry_if_exception_type(PeerUnavailable),
+        stop=stop_after_attempt(rt.settings.peer_max_attempts),
+        wait=wait_exponential_jitter(
+            multiplier=rt.settings.peer_retry_initial_s,
+            exp_base=rt.settings.peer_retry_backoff,
+            max=30,
+        ),
+        before_sleep=count,
+        reraise=True,
+    )
+    async for attempt in retrying:
+        with attempt:
+            return await call()
+    raise AssertionError("unreachable")
+
+
+def _stop_dict(stop: Stop | None) -> dict[str, Any] | None:
+    if stop is None:
+        return None
+    return {"status": stop.status.value, "reason": stop.reason.value}
+
+
+def _finish(rt: Runtime, session: Any, run: Run, stop: Stop, final_round: int | None) -> None:
+    records.finalize(session, run, stop, final_round=final_round)
+    rt.metrics.runs_finished.labels(stop.status.value, stop.reason.value).inc()
+    rt.metrics.rounds_per_run.observe(max(run.rounds, 1))
+
+
+def _cancelled(rt: Runtime, session: Any, run: Run) -> dict[str, Any]:
+    stop = Stop(RunStatus.cancelled, StopReason.cancelled, error_class="none", detail="cancelled")
+    _finish(rt, session, run, stop, run.rounds or None)
+    return {"stop": _stop_dict(stop)}
+
+
+def _reflections(rows: list[Reflection]) -> list[ReflectionDTO]:
+    return [
+        ReflectionDTO(
+            source=ReflectionSource(r.source),
+            content=r.content,
+            author=r.author,
+            created_at=r.created_at,
+        )
+        for r in rows
+    ]
+
+
+def _record_call(
+    session: Any, rt: Runtime, run: Run, *, round: int, role: str, stage: str, key: str, result: Any
+) -> None:
+    usage = result.usage.model_dump(mode="json")
+    existing = session.exec(_select_call(key)).first()
+    if existing is None:
+        session.add(
+            ModelCall(
+                run_id=run.id,
+                call_key=key,
+                round=round,
+                role=role,
+                stage=stage,
+                usage=usage,
+                exchanges=[e.model_dump(mode="json") for e in result.exchanges],
+                latency_ms=result.usage.latency_ms,
+            )
+        )
+        records.add_usage(run, usage)
+    info = {"provider": result.usage.provider, "model": result.usage.model}
+    if role == "actor":
+        run.actor_info = info
+    else:
+        run.critic_info = info
+    rt.metrics.calls.labels(role, result.usage.provider, result.usage.model).inc()
+    rt.metrics.tokens.labels(role, result.usage.provider, "input").inc(result.usage.input_tokens)
+    rt.metrics.tokens.labels(role, result.usage.provider, "output").inc(result.usage.output_tokens)
+    rt.metrics.cost.labels(role, result.usage.provider).inc(result.usage.cost_usd or 0.0)
+
+
+def _select_call(key: str) -> Any:
+    from sqlmodel import select
+
+    return select(ModelCall).where(ModelCall.call_key == key)
+
+
+@DBOS.step(name="crosscheck.act")
+async def act(
+    run_id: str, round: int, stage: str, attempt: int, seen_hashes: list[str]
+) -> dict[str, Any]:
+    """Draft (round 1) or revise (later rounds); apply the rules that read a new version."""
+    rt = current()
+    started = time.perf_counter()
+    with session_scope(rt.engine) as session:
+        run = records.load_run(session, run_id)
+        if run.cancel_requested:
+            result = _cancelled(rt, session, run)
+        else:
+            result = None
+            policy = Policy.model_validate(run.policy)
+            previous = records.load_round(session, run_id, round - 1) if stage == "revise" else None
+            reflections = records.all_reflections(session, run_id)
+            task, kind, entry_point = run.task, TaskKind(run.kind), run.entry_point
+    if result is not None:
+        rt.hub.notify()
+        return result
+    rollback_note: str | None = None
+    if stage == "revise" and attempt > 1 and previous is not None:
+        rollback_note = (
+            f"Your last revision was more than {policy.shrink_threshold:.0%} shorter than the "
+            "previous version and was rolled back. Revise the previous version again and keep "
+            "all of its correct content; only change what the reflections ask for."
+        )
+    key = f"{run_id}:{round}:actor:{attempt}"
+    if stage == "draft":
+        request: Any = DraftRequest(task=task, kind=kind, entry_point=entry_point)
+        result_dto = await with_retries(rt, "actor", lambda: rt.actor.draft(request, key=key))
+    else:
+        assert previous is not None
+        dtos = _reflections(reflections)
+        if rollback_note:
+            dtos.append(ReflectionDTO(source=ReflectionSource.evaluator, content=rollback_note))
+        request = ReviseRequest(
+            task=task,
+            kind=kind,
+            entry_point=entry_point,
+            previous_output=previous.output,
+            reflections=dtos[-50:],
+        )
+        result_dto = await with_retries(rt, "actor", lambda: rt.actor.revise(request, key=key))
+    rt.metrics.stage_latency.labels(stage).observe(time.perf_counter() - started)
+
+    output = result_dto.output
+    digest = output_hash(output)
+    prev_text = previous.output if previous else ""
+    out: dict[str, Any] = {
+        "output_hash": digest,
+        "change_ratio": change_ratio(prev_text, output) if previous else 1.0,
+        "shrink": shrink_ratio(prev_text, output) if previous else 0.0,
+        "policy": None,
+        "evaluator": None,
+        "stop": None,
+        "shrank": False,
+    }
+    with session_scope(rt.engine) as session:
+        run = records.load_run(session, run_id)
+        policy = Policy.model_validate(run.policy)
+        out["policy"] = run.policy
+        out["evaluator"] = run.evaluator
+        _record_call(
+            session, rt, run, round=round, role="actor", stage=stage, key=key, result=result_dto
+        )
+        row = records.load_round(session, run_id, round)
+        rolled_back = list(row.rolled_back or []) if row else []
+        if row is not None and attempt > 1:
+            rolled_back.append({"attempt": attempt - 1, "output": row.output, "reason": "shrank"})
+        if rollback_note:
+            session.add(
+                Reflection(run_id=run_id, round=round, source="evaluator", content=rollback_note)
+            )
+        if row is None:
+            row = Round(run_id=run_id, number=round, output=output, output_hash=digest)
+        row.output = output
+        row.output_hash = digest
+        row.uncertainties = result_dto.uncertainties
+        row.actor_usage = result_dto.usage.model_dump(mode="json")
+        row.rolled_back = rolled_back or None
+        row.updated_at = utcnow()
+        session.add(row)
+        run.rounds = max(run.rounds, round)
+        out["run_tokens"] = run.input_tokens + run.output_tokens
+        out["run_cost"] = run.cost_usd
+        append_event(
+            session,
+            run_id,
+            "round.output",
+            {
+                "round": round,
+                "stage": stage,
+                "attempt": attempt,
+                "output_hash": digest,
+                "chars": len(output),
+                "uncertainties": result_dto.uncertainties,
+            },
+        )
+        stop: Stop | None = None
+        if previous is not None and shrank(policy, out):
+            if attempt == 1:
+                out["shrank"] = True
+            else:
+                # Still too short after the re-ask: keep the previous version and ask a person.
+                row.rolled_back = [
+                    *rolled_back,
+                    {"attempt": attempt, "output": output, "reason": "shrank"},
+                ]
+                row.output, row.output_hash = previous.output, previous.output_hash
+                session.add(row)
+                stop = Stop(
+                    RunStatus.escalated,
+                    StopReason.output_shrank,
+                    detail=f"round {round} shrank by {out['shrink']:.0%} twice; "
+                    f"kept round {round - 1}",
+                )
+                _finish(rt, session, run, stop, round)
+        if stop is None and not out["shrank"]:
+            stop = after_output(policy, round=round, seen_hashes=seen_hashes, out=out)
+            if stop is not None:
+                _finish(rt, session, run, stop, round)
+            else:
+                nxt = RunStatus.evaluating if run.evaluator != "none" else RunStatus.critiquing
+                records.set_status(session, run, nxt, round=round)
+        out["stop"] = _stop_dict(stop)
+        session.add(run)
+    rt.hub.notify()
+    return out
+
+
+@DBOS.step(name="crosscheck.evaluate")
+async def evaluate(run_id: str, round: int, pause_after: bool) -> dict[str, Any]:
+    """Run the evaluator; a failure becomes an evaluator reflection (a fact, not an opinion)."""
+    rt = current()
+    started = time.perf_counter()
+    with session_scope(rt.engine) as session:
+        run = records.load_run(session, run_id)
+        if run.cancel_requested:
+            result = _cancelled(rt, session, run)
+        else:
+            result = None
+            row = records.load_round(session, run_id, round)
+            assert row is not None
+            job = EvaluationJob(run.kind, row.output, run.tests, run.entry_point, run.json_schema)
+            evaluator = rt.evaluators.get(run.evaluator)
+    if result is not None:
+        rt.hub.notify()
+        return result
+    passed: bool | None = None
+    evaluation: dict[str, Any] | None = None
+    if evaluator is not None:
+        key = f"{run_id}:{round}:evaluator"
+        outcome = await with_retries(rt, "sandbox", lambda: evaluator.evaluate(job, key=key))
+        passed, evaluation = outcome.passed, outcome.as_dict()
+        rt.metrics.stage_latency.labels("evaluate").observe(time.perf_counter() - started)
+    with session_scope(rt.engine) as session:
+        run = records.load_run(session, run_id)
+        policy = Policy.model_validate(run.policy)
+        stop: Stop | None = None
+        if evaluation is not None:
+            row = records.load_round(session, run_id, round)
+            assert row is not None
+            row.evaluation = evaluation
+            row.updated_at = utcnow()
+            session.add(row)
+            if not passed:
+                session.add(
+                    Reflection(
+                        run_id=run_id,
+                        round=round,
+                        source="evaluator",
+                        content=f"Round {round} failed evaluation ({run.evaluator}):\n"
+                        + str(evaluation["summary"]),
+                    )
+                )
+            append_event(
+                session,
+                run_id,
+                "round.evaluation",
+                {"round": round, "passed": passed, "summary": evaluation["summary"][:500]},
+            )
+            if passed and policy.stop_on_evaluator_pass:
+                stop = Stop(RunStatus.succeeded, StopReason.evaluator_pass, error_class="none")
+                _finish(rt, session, run, stop, round)
+        if stop is None:
+            if pause_after:
+                _pause(session, run, round)
+            else:
+                records.set_status(session, run, RunStatus.critiquing, round=round)
+    rt.hub.notify()
+    return {"passed": passed, "stop": _stop_dict(stop), "paused": stop is None and pause_after}
+
+
+def _pause(session: Any, run: Run, round: int) -> None:
+    item = ReviewItem(
+        id=new_id("rev"),
+        run_id=run.id,
+        round=round,
+        kind="pre_critique",
+        status="pending",
+        reason="before_critique",
+        context={"task": run.task, "round": round},
+    )
+    session.add(item)
+    records.set_status(session, run, RunStatus.awaiting_review, round=round, review_id=item.id)
+    append_event(
+        session,
+        run.id,
+        "review.created",
+        {"review_id": item.id, "kind": "pre_critique", "round": round},
+    )
+
+
+@DBOS.step(name="crosscheck.critique")
+async def critique(
+    run_id: str, round: int, previous_signature: str | None, evaluation_passed: bool | None
+) -> dict[str, Any]:
+    """Ask the Critic; its structured verdict, and only that, drives the stop rules."""
+    rt = current()
+    started = time.perf_counter()
+    with session_scope(rt.engine) as session:
+        run = records.load_run(session, run_id)
+        if run.cancel_requested:
+            result = _cancelled(rt, session, run)
+        else:
+            result = None
+            row = records.load_round(session, run_id, round)
+            previous = records.load_round(session, run_id, round - 1)
+            assert row is not None
+            evaluation = (
+                Evaluation(
+                    passed=bool(row.evaluation["passed"]),
+                    summary=str(row.evaluation["summary"])[:8000],
+                )
+                if row.evaluation
+                else None
+            )
+            human = [r for r in records.all_reflections(session, run_id) if r.source == "human"]
+            request = CritiqueRequest(
+                task=run.task,
+                kind=TaskKind(run.kind),
+                output=row.output,
+                round=round,
+                evaluation=evaluation,
+                reflections=_reflections(human),
+            )
+            previous_issues = (previous.critique or {}).get("issues", []) if previous else []
+    if result is not None:
+        rt.hub.notify()
+        return result
+    key = f"{run_id}:{round}:critic"
+    result_dto = await with_retries(rt, "critic", lambda: rt.critic.critique(request, key=key))
+    rt.metrics.stage_latency.labels("critique").observe(time.perf_counter() - started)
+    critique_doc = result_dto.model_dump(mode="json", exclude={"usage", "exchanges"})
+    signature = critique_signature(critique_doc)
+    adoption: float | None = None
+    if previous_issues:
+        now = {(i["dimension"], i.get("quote")) for i in critique_doc["issues"]}
+        kept = [i for i in previous_issues if (i["dimension"], i.get("quote")) in now]
+        adoption = round_share(len(previous_issues) - len(kept), len(previous_issues))
+        rt.metrics.critic_issues.inc(len(previous_issues))
+        rt.metrics.critic_issues_adopted.inc(len(previous_issues) - len(kept))
+    with session_scope(rt.engine) as session:
+        run = records.load_run(session, run_id)
+        policy = Policy.model_validate(run.policy)
+        _record_call(
+            session,
+            rt,
+            run,
+            round=round,
+            role="critic",
+            stage="critique",
+            key=key,
+            result=result_dto,
+        )
+        row = records.load_round(session, run_id, round)
+        assert row is not None
+        row.critique = critique_doc
+        row.critic_usage = result_dto.usage.model_dump(mode="json")
+        row.adoption = adoption
+        row.updated_at = utcnow()
+        session.add(row)
+        if critique_doc["verdict"] != "pass" or evaluation_passed is False:
+            lines = [critique_doc["reflection"]] + [
+                f"- [{i['severity']}] {i['dimension']}: {i['suggestion']}"
+                + (f' (on: "{i["quote"][:200]}")' if i.get("quote") else "")
+                for i in critique_doc["issues"]
+            ]
+            session.add(
+                Reflection(
+                    run_id=run_id, round=round, source="critic", content="\n".join(lines)[:8000]
+                )
+            )
+        append_event(
+            session,
+            run_id,
+            "round.critique",
+            {
+                "round": round,
+                "verdict": critique_doc["verdict"],
+                "confidence": critique_doc["confidence"],
+                "issues": len(critique_doc["issues"]),
+                "error_class": critique_doc["error_class"],
+            },
+        )
+        decision_input = {
+            **critique_doc,
+            "signature": signature,
+            "run_tokens": run.input_tokens + run.output_tokens,
+            "run_cost": run.cost_usd,
+        }
+        stop = after_critique(
+            policy,
+            round=round,
+            critique=decision_input,
+            evaluation_passed=evaluation_passed,
+            previous_signature=previous_signature,
+        )
+        if stop is not None:
+            _finish(rt, session, run, stop, round)
+        else:
+            records.set_status(session, run, RunStatus.revising, round=round + 1)
+        session.add(run)
+    rt.hub.notify()
+    return {"stop": _stop_dict(stop), "signature": signature, "verdict": critique_doc["verdict"]}
+
+
+def round_share(part: int, whole: int) -> float:
+    return round(part / whole, 4) if whole else 0.0
+
+
+@DBOS.step(name="crosscheck.finish")
+async def finish(
+    run_id: str, status: str, reason: str, error_class: str, detail: str
+) -> dict[str, Any]:
+    """End a run the loop could not carry on (environment failure, a peer's refusal)."""
+    rt = current()
+    with session_scope(rt.engine) as session:
+        run = records.load_run(session, run_id)
+        if RunStatus(run.status).final:
+            return {"stop": {"status": run.status, "reason": run.stop_reason}}
+        stop = Stop(RunStatus(status), StopReason(reason), error_class=error_class, detail=detail)
+        _finish(rt, session, run, stop, run.rounds or None)
+    rt.hub.notify()
+    return {"stop": _stop_dict(stop)}

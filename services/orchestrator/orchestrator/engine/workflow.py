@@ -1,0 +1,70 @@
+"""The reflection loop as one DBOS workflow: draft -> evaluate -> critique -> revise ...
+
+Only the control flow lives here; it reads nothing but step results, so a workflow that
+DBOS recovers after a crash replays to the same point and carries on after the last
+finished step. Each step applies the stop rules to what it produced and reports a stop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dbos import DBOS
+
+from orchestrator.engine.policy import needs_review_before_critique
+from orchestrator.engine.steps import act, critique, evaluate, finish
+from orchestrator.peers.errors import PeerRejected, PeerUnavailable
+from shared.orchestration import Policy, RunStatus, StopReason
+
+WORKFLOW_NAME = "crosscheck.run"
+
+
+@DBOS.workflow(name=WORKFLOW_NAME)
+async def run_workflow(run_id: str) -> str:
+    try:
+        return await _loop(run_id)
+    except PeerUnavailable as exc:
+        result = await finish(
+            run_id, RunStatus.escalated.value, StopReason.environment.value, "environment", str(exc)
+        )
+    except PeerRejected as exc:
+        reason = (
+            StopReason.invalid_model_output
+            if exc.error == "InvalidModelOutput"
+            else StopReason.environment
+        )
+        result = await finish(run_id, RunStatus.escalated.value, reason.value, "logic", str(exc))
+    return str(result["stop"]["status"])
+
+
+def _stopped(result: dict[str, Any]) -> str | None:
+    stop = result.get("stop")
+    return str(stop["status"]) if stop else None
+
+
+async def _loop(run_id: str) -> str:
+    seen_hashes: list[str] = []
+    signature: str | None = None
+    number, stage = 1, "draft"
+    while True:
+        out = await act(run_id, number, stage, 1, seen_hashes)
+        if out.get("shrank"):
+            out = await act(run_id, number, stage, 2, seen_hashes)
+        if (status := _stopped(out)) is not None:
+            return status
+        seen_hashes.append(out["output_hash"])
+        policy = Policy.model_validate(out["policy"])
+        pause = needs_review_before_critique(policy, number)
+        passed: bool | None = None
+        if out["evaluator"] != "none" or pause:
+            evaluation = await evaluate(run_id, number, pause)
+            if (status := _stopped(evaluation)) is not None:
+                return status
+            if evaluation["paused"]:
+                return RunStatus.awaiting_review.value
+            passed = evaluation["passed"]
+        verdict = await critique(run_id, number, signature, passed)
+        if (status := _stopped(verdict)) is not None:
+            return status
+        signature = verdict["signature"]
+        number, stage = number + 1, "revise"

@@ -1,0 +1,1 @@
+"""Evaluators: deterministic checks of an output (tests in the sandbox, a JSON schema)."""

@@ -1,0 +1,104 @@
+"""One interface for every evaluator, and the ones that need no peer."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import jsonschema
+
+from orchestrator.peers.http import SandboxPeer
+
+
+@dataclass
+class EvaluationResult:
+    passed: bool
+    summary: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"passed": self.passed, "summary": self.summary, **self.details}
+
+
+@dataclass(frozen=True)
+class EvaluationJob:
+    kind: str
+    output: str
+    tests: str | None
+    entry_point: str | None
+    json_schema: dict[str, Any] | None
+
+
+class Evaluator(Protocol):
+    name: str
+
+    async def evaluate(self, job: EvaluationJob, *, key: str) -> EvaluationResult: ...
+
+
+class JsonSchemaEvaluator:
+    """The output must be JSON that validates against the run's schema."""
+
+    name = "json_schema"
+
+    async def evaluate(self, job: EvaluationJob, *, key: str) -> EvaluationResult:
+        try:
+            document = json.loads(job.output)
+        except json.JSONDecodeError as exc:
+            return EvaluationResult(
+                False, f"the output is not JSON: {exc.msg} at line {exc.lineno}"
+            )
+        validator = jsonschema.Draft202012Validator(job.json_schema or {})
+        errors = sorted(validator.iter_errors(document), key=lambda e: list(e.path))
+        if not errors:
+            return EvaluationResult(True, "the output is valid against the schema")
+        listed = "; ".join(
+            f"{'/'.join(str(p) for p in e.path) or '(root)'}: {e.message}" for e in errors[:10]
+        )
+        return EvaluationResult(
+            False, f"{len(errors)} schema violation(s): {listed}", {"errors": len(errors)}
+        )
+
+
+class PythonTestsEvaluator:
+    """Runs the output against the run's tests in the sandbox service."""
+
+    name = "python_tests"
+
+    def __init__(self, sandbox: SandboxPeer, *, timeout_s: float = 10.0) -> None:
+        self.sandbox = sandbox
+        self.timeout_s = timeout_s
+
+    async def evaluate(self, job: EvaluationJob, *, key: str) -> EvaluationResult:
+        request: dict[str, Any] = {
+            "code": job.output,
+            "tests": job.tests or "",
+            "timeout_s": self.timeout_s,
+        }
+        if job.entry_point:
+            request["entry_point"] = job.entry_point
+        result = await self.sandbox.execute(request, key=key)
+        tests = result.get("tests", [])
+        failed = [t for t in tests if t.get("status") != "passed"]
+        passed = result.get("status") == "passed"
+        if passed:
+            summary = f"all {len(tests)} test(s) passed"
+        else:
+            lines = [
+                f"{t.get('name', '?')}: {t.get('status')} {t.get('message', '')}".strip()
+                for t in failed[:10]
+            ]
+            head = f"{result.get('status')}: {len(tests) - len(failed)}/{len(tests)} test(s) passed"
+            stderr = (result.get("stderr") or "").strip()
+            summary = "\n".join([head, *lines] + ([f"stderr: {stderr[-1500:]}"] if stderr else []))
+        return EvaluationResult(
+            passed,
+            summary,
+            {
+                "status": result.get("status"),
+                "tests": tests,
+                "stdout": (result.get("stdout") or "")[-4000:],
+                "stderr": (result.get("stderr") or "")[-4000:],
+                "duration_ms": result.get("duration_ms"),
+            },
+        )

@@ -1,0 +1,1 @@
+"""Run events: stored with a sequence number, pushed live over websockets."""

@@ -1,0 +1,88 @@
+"""Events over HTTP (catch-up) and websockets (live, resumable with ``since``)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import sqlalchemy as sa
+from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect, status
+from sqlmodel import Session
+
+from orchestrator.deps import Reader, SessionDep, authenticate
+from orchestrator.events.hub import EventHub
+from orchestrator.events.repository import events_after
+from orchestrator.tables import Event
+from shared.errors import AppError
+from shared.orchestration import EventPublic, Role
+
+router = APIRouter(tags=["events"])
+
+# A safety net for writers in other processes (another replica, a CLI): poll this often
+# even when no local notification arrives.
+POLL_S = 1.0
+
+
+def public(event: Event) -> EventPublic:
+    assert event.seq is not None
+    return EventPublic(
+        seq=event.seq,
+        run_id=event.run_id,
+        type=event.type,
+        data=event.data,
+        created_at=event.created_at,
+    )
+
+
+@router.get("/v1/events", response_model=list[EventPublic])
+def list_events(
+    caller: Reader,
+    session: SessionDep,
+    since: Annotated[int, Query(ge=0)] = 0,
+    run_id: Annotated[str | None, Query(max_length=64)] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 500,
+) -> list[EventPublic]:
+    """Events after ``since``, oldest first (what a websocket would have pushed)."""
+    return [public(e) for e in events_after(session, since, run_id=run_id, limit=limit)]
+
+
+@router.websocket("/v1/events")
+async def stream_events(
+    websocket: WebSocket,
+    since: Annotated[int, Query(ge=0)] = 0,
+    run_id: Annotated[str | None, Query(max_length=64)] = None,
+) -> None:
+    """Every event after ``since`` in order, then live ones; reconnect with the last seq seen."""
+    engine: sa.Engine = websocket.app.state.engine
+    hub: EventHub = websocket.app.state.hub
+    try:
+        with Session(engine) as session:
+            principal = authenticate(websocket, session)  # type: ignore[arg-type]
+        if not principal.can(Role.service, Role.reviewer):
+            raise AppError("forbidden", status_code=403)
+    except AppError as exc:
+        await websocket.close(code=status.WS_1008_POLICY_VIOLATION, reason=exc.message)
+        return
+    await websocket.accept()
+    waiter = hub.subscribe()
+    last = since
+    try:
+        while True:
+            waiter.clear()
+            while True:
+                with Session(engine) as session:
+                    batch = events_after(session, last, run_id=run_id)
+                for event in batch:
+                    await websocket.send_text(public(event).model_dump_json())
+                    assert event.seq is not None
+                    last = event.seq
+                if len(batch) < 500:
+                    break
+            try:
+                await asyncio.wait_for(waiter.wait(), timeout=POLL_S)
+            except TimeoutError:
+                pass
+    except WebSocketDisconnect:
+        pass
+    finally:
+        hub.unsubscribe(waiter)

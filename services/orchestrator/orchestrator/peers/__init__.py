@@ -1,0 +1,1 @@
+"""Clients for the Orchestrator's peers (Actor, Critic, Sandbox), behind small Protocols."""

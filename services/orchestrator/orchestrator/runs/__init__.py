@@ -1,0 +1,1 @@
+"""Runs: create, read, list, cancel, and export the trajectory."""

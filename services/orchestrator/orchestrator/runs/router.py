@@ -1,0 +1,75 @@
+"""Runs API: the contract other services code against."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Request, Response, status
+
+from orchestrator.deps import Reader, ServiceCaller, SessionDep
+from orchestrator.engine.launch import start_run
+from orchestrator.runs.service import MAX_PAGE, RunService
+from shared.orchestration import RunCreate, RunCreated, RunPage, RunPublic, RunStatus, Trajectory
+
+router = APIRouter(prefix="/v1/runs", tags=["runs"])
+service = RunService()
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=RunCreated,
+    responses={200: {"model": RunCreated, "description": "replayed for a known Idempotency-Key"}},
+)
+async def create_run(
+    body: RunCreate,
+    caller: ServiceCaller,
+    session: SessionDep,
+    request: Request,
+    response: Response,
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+) -> RunCreated:
+    """Start a reflection run; the same Idempotency-Key returns the same run."""
+    run, created = service.create(session, caller, body, idempotency_key)
+    session.commit()
+    request.app.state.hub.notify()
+    if created:
+        await start_run(run.id)
+    else:
+        response.status_code = status.HTTP_200_OK
+    return RunCreated(id=run.id, status=RunStatus(run.status))
+
+
+@router.get("", response_model=RunPage)
+def list_runs(
+    caller: Reader,
+    session: SessionDep,
+    status_filter: Annotated[RunStatus | None, Query(alias="status")] = None,
+    cursor: Annotated[str | None, Query(max_length=20)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+) -> RunPage:
+    """Runs, newest first; pass next_cursor to get the following page."""
+    return service.list(session, status=status_filter, cursor=cursor, limit=limit)
+
+
+@router.get("/{run_id}", response_model=RunPublic)
+def get_run(run_id: str, caller: Reader, session: SessionDep) -> RunPublic:
+    """A run with every round, its reflections and its usage."""
+    return service.get(session, run_id)
+
+
+@router.post("/{run_id}/cancel", response_model=RunCreated, status_code=status.HTTP_202_ACCEPTED)
+def cancel_run(
+    run_id: str, caller: ServiceCaller, session: SessionDep, request: Request
+) -> RunCreated:
+    """Cancel a run; it stops before its next model or sandbox call."""
+    run, _ = service.request_cancel(session, run_id)
+    session.commit()
+    request.app.state.hub.notify()
+    return RunCreated(id=run.id, status=RunStatus(run.status))
+
+
+@router.get("/{run_id}/trajectory", response_model=Trajectory)
+def get_trajectory(run_id: str, caller: Reader, session: SessionDep) -> Trajectory:
+    """Every model request and response of the run, for replay and audit."""
+    return service.trajectory(session, run_id)

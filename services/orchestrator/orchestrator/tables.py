@@ -1,0 +1,158 @@
+"""The read model: SQLModel tables the API and the console query.
+
+DBOS keeps its own system tables for durable execution; these tables are what users see.
+Table models never cross the service boundary: routers answer with the DTOs in
+``*/schemas.py``.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_id(prefix: str) -> str:
+    """Sortable, unguessable ids: time in hex, then 10 random bytes."""
+    return f"{prefix}_{time.time_ns():016x}{secrets.token_hex(10)}"
+
+
+def json_column(nullable: bool = True) -> Any:
+    return Field(default=None, sa_column=sa.Column(sa.JSON, nullable=nullable))
+
+
+class Run(SQLModel, table=True):
+    __tablename__ = "runs"
+    __table_args__ = (sa.UniqueConstraint("created_by", "idempotency_key"),)
+
+    seq: int | None = Field(default=None, primary_key=True)
+    id: str = Field(unique=True, index=True, max_length=64)
+    status: str = Field(index=True, max_length=32)
+    kind: str = Field(max_length=16)
+    task: str
+    tests: str | None = None
+    entry_point: str | None = Field(default=None, max_length=200)
+    evaluator: str = Field(max_length=32)
+    json_schema: dict[str, Any] | None = json_column()
+    policy: dict[str, Any] = Field(sa_column=sa.Column(sa.JSON, nullable=False))
+    idempotency_key: str | None = Field(default=None, max_length=200)
+    request_hash: str | None = Field(default=None, max_length=64)
+    created_by: str = Field(max_length=64)
+    stop_reason: str | None = Field(default=None, max_length=64)
+    error_class: str | None = Field(default=None, max_length=32)
+    detail: str | None = None
+    final_output: str | None = None
+    final_round: int | None = None
+    rounds: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    cancel_requested: bool = False
+    actor_info: dict[str, Any] | None = json_column()
+    critic_info: dict[str, Any] | None = json_column()
+    lessons_used: list[str] | None = json_column()
+    created_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))
+    finished_at: datetime | None = Field(default=None, sa_type=sa.DateTime(timezone=True))
+
+
+class Round(SQLModel, table=True):
+    __tablename__ = "rounds"
+    __table_args__ = (sa.UniqueConstraint("run_id", "number"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True, max_length=64)
+    number: int
+    output: str
+    output_hash: str = Field(max_length=64)
+    uncertainties: list[str] | None = json_column()
+    actor_usage: dict[str, Any] | None = json_column()
+    rolled_back: list[dict[str, Any]] | None = json_column()
+    evaluation: dict[str, Any] | None = json_column()
+    critique: dict[str, Any] | None = json_column()
+    critic_usage: dict[str, Any] | None = json_column()
+    review: dict[str, Any] | None = json_column()
+    adoption: float | None = None
+    created_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))
+
+
+class Reflection(SQLModel, table=True):
+    __tablename__ = "reflections"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True, max_length=64)
+    round: int
+    source: str = Field(max_length=16)
+    author: str = Field(default="", max_length=200)
+    content: str
+    created_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))
+
+
+class ModelCall(SQLModel, table=True):
+    """Every request and response of a model-facing call, for replay and audit."""
+
+    __tablename__ = "model_calls"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True, max_length=64)
+    call_key: str = Field(unique=True, max_length=200)
+    round: int
+    role: str = Field(max_length=16)
+    stage: str = Field(max_length=16)
+    usage: dict[str, Any] | None = json_column()
+    exchanges: list[dict[str, Any]] | None = json_column()
+    latency_ms: float = 0.0
+    created_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))
+
+
+class Event(SQLModel, table=True):
+    __tablename__ = "events"
+
+    seq: int | None = Field(default=None, primary_key=True)
+    run_id: str | None = Field(default=None, index=True, max_length=64)
+    type: str = Field(max_length=64)
+    data: dict[str, Any] = Field(sa_column=sa.Column(sa.JSON, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))
+
+
+class ApiToken(SQLModel, table=True):
+    __tablename__ = "api_tokens"
+
+    id: str = Field(primary_key=True, max_length=64)
+    name: str = Field(max_length=200)
+    role: str = Field(max_length=16)
+    token_hash: str = Field(unique=True, max_length=64)
+    created_by: str | None = Field(default=None, max_length=64)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))
+    revoked_at: datetime | None = Field(default=None, sa_type=sa.DateTime(timezone=True))
+
+
+class ReviewItem(SQLModel, table=True):
+    """Work for a person: a paused run (``pre_critique``) or an escalated one."""
+
+    __tablename__ = "review_items"
+
+    seq: int | None = Field(default=None, primary_key=True)
+    id: str = Field(unique=True, index=True, max_length=64)
+    run_id: str = Field(foreign_key="runs.id", index=True, max_length=64)
+    round: int
+    kind: str = Field(max_length=32)
+    status: str = Field(index=True, max_length=16)
+    reason: str | None = Field(default=None, max_length=64)
+    context: dict[str, Any] = Field(sa_column=sa.Column(sa.JSON, nullable=False))
+    deadline: datetime | None = Field(default=None, sa_type=sa.DateTime(timezone=True))
+    on_expiry: str | None = Field(default=None, max_length=16)
+    claimed_by: str | None = Field(default=None, max_length=200)
+    lease_expires_at: datetime | None = Field(default=None, sa_type=sa.DateTime(timezone=True))
+    decision: dict[str, Any] | None = json_column()
+    created_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))
+    resolved_at: datetime | None = Field(default=None, sa_type=sa.DateTime(timezone=True))

@@ -1,0 +1,224 @@
+"""Wire DTOs of the Orchestrator's public API (runs, events, tokens), shared with the CLI and UI."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import Field, StringConstraints, model_validator
+
+from shared.contracts import MAX_OUTPUT_CHARS, TaskKind, TaskText, WireModel
+
+
+class RunStatus(StrEnum):
+    queued = "queued"
+    drafting = "drafting"
+    evaluating = "evaluating"
+    awaiting_review = "awaiting_review"
+    critiquing = "critiquing"
+    revising = "revising"
+    succeeded = "succeeded"
+    escalated = "escalated"
+    failed = "failed"
+    cancelled = "cancelled"
+
+    @property
+    def final(self) -> bool:
+        return self in FINAL_STATUSES
+
+
+FINAL_STATUSES = frozenset(
+    {RunStatus.succeeded, RunStatus.escalated, RunStatus.failed, RunStatus.cancelled}
+)
+
+
+class StopReason(StrEnum):
+    critic_pass = "critic_pass"
+    evaluator_pass = "evaluator_pass"
+    max_rounds = "max_rounds"
+    duplicate_output = "duplicate_output"
+    converged = "converged"
+    output_shrank = "output_shrank"
+    repeated_critique = "repeated_critique"
+    budget_exceeded = "budget_exceeded"
+    critic_escalated = "critic_escalated"
+    environment = "environment"
+    invalid_model_output = "invalid_model_output"
+    cancelled = "cancelled"
+    review_rejected = "review_rejected"
+    review_approved = "review_approved"
+
+
+class EvaluatorKind(StrEnum):
+    python_tests = "python_tests"
+    json_schema = "json_schema"
+    none = "none"
+
+
+class ReviewMode(StrEnum):
+    never = "never"
+    before_critique = "before_critique"
+    first_round = "first_round"
+    on_low_confidence = "on_low_confidence"
+    on_escalation = "on_escalation"
+
+
+class Role(StrEnum):
+    service = "service"
+    reviewer = "reviewer"
+    admin = "admin"
+
+
+class Policy(WireModel):
+    """How a run stops. Every field has a server default; a run may override any."""
+
+    max_rounds: Annotated[int, Field(ge=1, le=20)] = 3
+    stop_on_evaluator_pass: bool = Field(
+        default=False, description="Finish as soon as the evaluator passes, without critique."
+    )
+    convergence_threshold: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
+        default=0.02, description="Escalate when a revision changes less than this share (0 = off)."
+    )
+    shrink_threshold: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
+        default=0.30,
+        description="Roll back and re-ask once when a revision shrinks by more than this (0 = off).",
+    )
+    max_tokens: Annotated[int, Field(ge=1)] | None = None
+    max_cost_usd: Annotated[float, Field(ge=0.0)] | None = None
+    review: ReviewMode = ReviewMode.never
+    review_confidence_threshold: Annotated[float, Field(ge=0.0, le=1.0)] = 0.6
+
+
+class RunCreate(WireModel):
+    task: TaskText
+    kind: TaskKind = TaskKind.text
+    tests: Annotated[str, StringConstraints(max_length=MAX_OUTPUT_CHARS)] | None = None
+    entry_point: Annotated[str, StringConstraints(max_length=200, pattern=r"^[A-Za-z_]\w*$")] | None = (
+        None
+    )
+    evaluator: EvaluatorKind | None = Field(
+        default=None,
+        description="Default: python_tests when a code task has tests, json_schema when a schema "
+        "is given, else none.",
+    )
+    json_schema: dict[str, Any] | None = None
+    policy: Policy = Field(default_factory=Policy)
+
+    @model_validator(mode="after")
+    def _evaluator_fits(self) -> RunCreate:
+        if self.evaluator is None:
+            if self.kind is TaskKind.code and self.tests:
+                self.evaluator = EvaluatorKind.python_tests
+            elif self.json_schema is not None:
+                self.evaluator = EvaluatorKind.json_schema
+            else:
+                self.evaluator = EvaluatorKind.none
+        if self.evaluator is EvaluatorKind.python_tests and not (
+            self.kind is TaskKind.code and self.tests
+        ):
+            raise ValueError("the python_tests evaluator needs kind 'code' and non-empty tests")
+        if self.evaluator is EvaluatorKind.json_schema and self.json_schema is None:
+            raise ValueError("the json_schema evaluator needs a json_schema")
+        return self
+
+
+class RunCreated(WireModel):
+    id: str
+    status: RunStatus
+
+
+class RoundPublic(WireModel):
+    number: int
+    output: str
+    output_hash: str
+    uncertainties: list[str] = []
+    evaluation: dict[str, Any] | None = None
+    critique: dict[str, Any] | None = None
+    review: dict[str, Any] | None = None
+    rolled_back: list[dict[str, Any]] = []
+    adoption: float | None = None
+    usage: dict[str, Any] = {}
+
+
+class ReflectionPublic(WireModel):
+    round: int
+    source: str
+    author: str
+    content: str
+    created_at: datetime
+
+
+class RunPublic(WireModel):
+    id: str
+    status: RunStatus
+    kind: TaskKind
+    task: str
+    evaluator: EvaluatorKind
+    policy: Policy
+    stop_reason: StopReason | None = None
+    error_class: str | None = None
+    detail: str | None = None
+    final_output: str | None = None
+    final_round: int | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    models: dict[str, Any] = {}
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None = None
+    rounds: list[RoundPublic] = []
+    reflections: list[ReflectionPublic] = []
+
+
+class RunSummary(WireModel):
+    id: str
+    status: RunStatus
+    kind: TaskKind
+    task: str
+    stop_reason: StopReason | None = None
+    rounds: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class RunPage(WireModel):
+    items: list[RunSummary]
+    next_cursor: str | None = None
+
+
+class TrajectoryCall(WireModel):
+    round: int
+    role: str
+    stage: str
+    usage: dict[str, Any] | None = None
+    exchanges: list[dict[str, Any]] = []
+    latency_ms: float
+    created_at: datetime
+
+
+class Trajectory(WireModel):
+    run_id: str
+    task: str
+    calls: list[TrajectoryCall]
+
+
+class EventPublic(WireModel):
+    seq: int
+    run_id: str | None
+    type: str
+    data: dict[str, Any]
+    created_at: datetime
+
+
+class TokenCreate(WireModel):
+    name: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    role: Role
+
+
+class TokenCreated(WireModel):
+    id: str
+    name: str
+    role: Role
+    token: str = Field(description="Shown once; only its hash is stored.")

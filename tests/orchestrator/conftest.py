@@ -1,0 +1,114 @@
+"""An Orchestrator on SQLite and on the running Postgres, with real Actor and Critic apps
+in-process (their SDKs reach the fake model server over HTTP)."""
+
+import asyncio
+import time
+import uuid
+from contextlib import AsyncExitStack
+
+import httpx
+import psycopg
+import pytest
+
+from actor.app import create_app as create_actor
+from critic.app import create_app as create_critic
+from orchestrator.app import create_app
+from orchestrator.settings import OrchestratorSettings
+from tests.support.apps import serving
+from tests.support.factories import actor_settings, critic_settings
+
+ADMIN_TOKEN = "admin-token-for-tests-0123456789"
+PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+FINAL = {"succeeded", "escalated", "failed", "cancelled", "awaiting_review"}
+
+
+def _postgres_available() -> bool:
+    try:
+        psycopg.connect(PG_ADMIN_URL, connect_timeout=2).close()
+    except psycopg.Error:
+        return False
+    return True
+
+
+@pytest.fixture(
+    params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+)
+def database_url(request, tmp_path):
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/crosscheck.sqlite"
+        return
+    if not _postgres_available():
+        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432 (CI starts it)")
+    name = f"cc_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield f"postgresql://postgres@127.0.0.1:5432/{name}"
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def peer_overrides():
+    """Per-test overrides for the Actor and Critic settings."""
+    return {"actor": {"model_max_attempts": 2}, "critic": {"model_max_attempts": 2}}
+
+
+@pytest.fixture
+async def peers(fake_model, service_token, peer_overrides):
+    actor_app = create_actor(
+        actor_settings(fake=fake_model, token=service_token, **peer_overrides["actor"])
+    )
+    critic_app = create_critic(
+        critic_settings(fake=fake_model, token=service_token, **peer_overrides["critic"])
+    )
+    async with AsyncExitStack() as stack:
+        await stack.enter_async_context(actor_app.router.lifespan_context(actor_app))
+        await stack.enter_async_context(critic_app.router.lifespan_context(critic_app))
+        yield {
+            "actor": httpx.ASGITransport(app=actor_app),
+            "critic": httpx.ASGITransport(app=critic_app),
+        }
+
+
+@pytest.fixture
+def orchestrator_settings(database_url, service_token):
+    return OrchestratorSettings(
+        service_token=service_token,
+        database_url=database_url,
+        admin_token=ADMIN_TOKEN,
+        peer_max_attempts=3,
+        peer_retry_initial_s=0.01,
+    )
+
+
+@pytest.fixture
+async def orchestrator_app(orchestrator_settings, peers):
+    return create_app(orchestrator_settings, peer_transports=peers)
+
+
+@pytest.fixture
+async def api(orchestrator_app):
+    async with serving(orchestrator_app, ADMIN_TOKEN) as client:
+        yield client
+
+
+async def wait_for(api, run_id: str, statuses=FINAL, timeout: float = 30.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = (await api.get(f"/v1/runs/{run_id}")).json()
+        if run["status"] in statuses:
+            return run
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"run {run_id} stayed {run['status']} for {timeout} s")
+
+
+async def start(api, **body) -> str:
+    response = await api.post("/v1/runs", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()["id"]
+
+
+async def mint(api, role: str) -> str:
+    response = await api.post("/v1/tokens", json={"name": f"{role} for tests", "role": role})
+    assert response.status_code == 201, response.text
+    return response.json()["token"]
