@@ -18,3 +18,27 @@ async def serving(app: FastAPI, token: str | None = None) -> AsyncIterator[httpx
             transport=transport, base_url="http://service", headers=headers, timeout=30
         ) as client:
             yield client
+
+
+@asynccontextmanager
+async def uvicorn_serving(app: FastAPI) -> AsyncIterator[str]:
+    """Serve ``app`` with uvicorn on a free loopback port, on the test's own event loop."""
+    import asyncio
+
+    import uvicorn
+
+    from tests.support.servers import free_port
+
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="on")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task

@@ -65,9 +65,10 @@ async def stream_events(
         return
     await websocket.accept()
     waiter = hub.subscribe()
+    gone = asyncio.create_task(_until_disconnect(websocket))
     last = since
     try:
-        while True:
+        while not gone.done():
             waiter.clear()
             while True:
                 with Session(engine) as session:
@@ -78,11 +79,19 @@ async def stream_events(
                     last = event.seq
                 if len(batch) < 500:
                     break
-            try:
-                await asyncio.wait_for(waiter.wait(), timeout=POLL_S)
-            except TimeoutError:
-                pass
+            woken = asyncio.create_task(waiter.wait())
+            await asyncio.wait({woken, gone}, timeout=POLL_S, return_when=asyncio.FIRST_COMPLETED)
+            woken.cancel()
     except WebSocketDisconnect:
         pass
     finally:
+        gone.cancel()
         hub.unsubscribe(waiter)
+
+
+async def _until_disconnect(websocket: WebSocket) -> None:
+    """Clients only listen; reading is how a closed connection is noticed at once."""
+    while True:
+        message = await websocket.receive()
+        if message["type"] == "websocket.disconnect":
+            return
