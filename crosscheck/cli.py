@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from crosscheck.launcher import Plan, Supervisor, plan, tail
+from crosscheck.launcher import Plan, Supervisor, plan, tail, write_credentials
 
 app = typer.Typer(
     help="Crosscheck: reflective generation with an Actor, a Critic and a person in the loop.",
@@ -26,7 +26,7 @@ def main() -> None:
     """Crosscheck command line."""
 
 
-def _banner(p: Plan, sup: Supervisor) -> None:
+def _banner(p: Plan, sup: Supervisor, credentials: Path) -> None:
     table = Table(title="Crosscheck is up", show_lines=False)
     table.add_column("service")
     table.add_column("URL")
@@ -41,11 +41,13 @@ def _banner(p: Plan, sup: Supervisor) -> None:
             "[bold yellow]DEMO MODE: the model is scripted, not a real LLM.[/] "
             f"Missing: {', '.join(p.missing_keys)}. Set the keys to use real providers."
         )
-    console.print("Service token for direct calls: [bold]$CROSSCHECK_SERVICE_TOKEN[/]", end=" ")
-    if os.environ.get("CROSSCHECK_SERVICE_TOKEN"):
-        console.print("(from your environment)")
-    else:
-        console.print(f"= {p.env['CROSSCHECK_SERVICE_TOKEN']} (generated for this session)")
+    for var, what in (
+        ("CROSSCHECK_ADMIN_TOKEN", "admin token for the runs API (mints other tokens)"),
+        ("CROSSCHECK_SERVICE_TOKEN", "token between services (actor, critic, sandbox)"),
+    ):
+        value = "from your environment" if os.environ.get(var) else p.env[var]
+        console.print(f"{var} ({what}): {value}")
+    console.print(f"`crosscheck run` reads the URL and admin token from {credentials}.")
     console.print("Press Ctrl-C to stop everything.")
 
 
@@ -74,7 +76,8 @@ def up(
                 console.print(tail(running.log_path))
                 raise typer.Exit(1)
             console.print(f"[green]{spec.name}[/] healthy")
-        _banner(p, sup)
+        credentials = write_credentials(p.env, Path("var"))
+        _banner(p, sup, credentials)
         while True:
             dead = sup.dead()
             if dead:

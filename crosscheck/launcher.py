@@ -42,7 +42,9 @@ SERVICES = (
     ServiceSpec("actor", "actor", "ACTOR_", 8001, "drafts and revises"),
     ServiceSpec("critic", "critic", "CRITIC_", 8002, "structured critiques"),
     ServiceSpec("sandbox", "sandbox", "SANDBOX_", 8003, "runs generated code, isolated"),
+    ServiceSpec("orchestrator", "orchestrator", "ORCHESTRATOR_", 8000, "runs API, events, loop"),
 )
+CREDENTIALS_FILE = "crosscheck.env"
 
 
 @dataclass
@@ -77,6 +79,12 @@ def plan(base_env: dict[str, str], *, with_sandbox: bool = True) -> Plan:
         services = [FAKEMODEL, *services]
     if not env.get("CROSSCHECK_SERVICE_TOKEN"):
         env["CROSSCHECK_SERVICE_TOKEN"] = secrets.token_urlsafe(32)
+    if not env.get("CROSSCHECK_ADMIN_TOKEN"):
+        env["CROSSCHECK_ADMIN_TOKEN"] = "cc_admin_" + secrets.token_urlsafe(32)
+    by_name = {spec.name: spec for spec in SERVICES}
+    for name in ("actor", "critic", "sandbox"):
+        env.setdefault(f"{name.upper()}_URL", by_name[name].url(env))
+    env.setdefault("DATABASE_URL", "sqlite:///var/crosscheck.sqlite")
     env.setdefault("CROSSCHECK_LOG_LEVEL", "INFO")
     return Plan(env=env, services=services, demo=demo, missing_keys=missing)
 
@@ -94,7 +102,23 @@ def child_env(spec: ServiceSpec, env: dict[str, str]) -> dict[str, str]:
         "CROSSCHECK_SERVICE_TOKEN",
         "CROSSCHECK_LOG",
     )
-    return {k: v for k, v in env.items() if k.startswith(("SANDBOX_", *keep))}
+    return {
+        k: v for k, v in env.items() if k.startswith(("SANDBOX_", *keep)) and k != "SANDBOX_URL"
+    }
+
+
+def write_credentials(env: dict[str, str], directory: Path) -> Path:
+    """Where `crosscheck run` finds the URL and token of the platform `up` started."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / CREDENTIALS_FILE
+    orchestrator = next(s for s in SERVICES if s.name == "orchestrator")
+    path.touch(mode=0o600, exist_ok=True)
+    path.chmod(0o600)
+    path.write_text(
+        f"CROSSCHECK_URL={orchestrator.url(env)}\n"
+        f"CROSSCHECK_TOKEN={env['CROSSCHECK_ADMIN_TOKEN']}\n"
+    )
+    return path
 
 
 @dataclass

@@ -18,7 +18,16 @@ class TestPlan:
         p = plan({})
         assert p.demo
         assert p.missing_keys == ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"]
-        assert [s.name for s in p.services] == ["fakemodel", "actor", "critic", "sandbox"]
+        assert [s.name for s in p.services] == [
+            "fakemodel",
+            "actor",
+            "critic",
+            "sandbox",
+            "orchestrator",
+        ]
+        assert p.env["ACTOR_URL"] == "http://127.0.0.1:8001"
+        assert p.env["DATABASE_URL"] == "sqlite:///var/crosscheck.sqlite"
+        assert len(p.env["CROSSCHECK_ADMIN_TOKEN"]) > 32
         assert p.env["OPENAI_BASE_URL"] == "http://127.0.0.1:8009/v1"
         assert p.env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:8009"
         assert p.env["CROSSCHECK_DEMO"] == "1"
@@ -55,17 +64,23 @@ class TestPlan:
 @pytest.mark.slow
 class TestUp:
     def test_starts_everything_serves_a_draft_and_critique_and_stops_on_ctrl_c(self, tmp_path):
-        ports = {name: free_port() for name in ("ACTOR", "CRITIC", "SANDBOX", "FAKEMODEL")}
+        ports = {
+            name: free_port()
+            for name in ("ACTOR", "CRITIC", "SANDBOX", "FAKEMODEL", "ORCHESTRATOR")
+        }
         token = "launcher-test-token-0123456789"
         env = {
             **os.environ,
             **{f"{name}_PORT": str(port) for name, port in ports.items()},
             "CROSSCHECK_SERVICE_TOKEN": token,
+            "CROSSCHECK_ADMIN_TOKEN": "launcher-admin-token-0123456789",
+            "DATABASE_URL": f"sqlite:///{tmp_path}/crosscheck.sqlite",
             "COLUMNS": "200",
         }
         process = subprocess.Popen(
             [sys.executable, "-m", "crosscheck", "up", "--no-sandbox", "--log-dir", str(tmp_path)],
             env=env,
+            cwd=tmp_path,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -99,6 +114,21 @@ class TestUp:
             assert critique.status_code == 200, critique.text
             assert critique.json()["verdict"] == "revise"
             assert httpx.get(f"{actor}/v1/info").json()["demo"] is True
+            orchestrator = f"http://127.0.0.1:{ports['ORCHESTRATOR']}"
+            admin = {"Authorization": "Bearer launcher-admin-token-0123456789"}
+            run = httpx.post(
+                f"{orchestrator}/v1/runs",
+                json={"task": "Explain tides.", "policy": {"max_rounds": 1}},
+                headers=admin,
+            )
+            assert run.status_code == 201, run.text
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                body = httpx.get(f"{orchestrator}/v1/runs/{run.json()['id']}", headers=admin).json()
+                if body["status"] == "escalated":
+                    break
+                time.sleep(0.1)
+            assert body["stop_reason"] == "max_rounds"
         finally:
             process.send_signal(signal.SIGINT)
             rest, _ = process.communicate(timeout=30)
