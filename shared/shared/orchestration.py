@@ -82,7 +82,8 @@ class Policy(WireModel):
     )
     shrink_threshold: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
         default=0.30,
-        description="Roll back and re-ask once when a revision shrinks by more than this (0 = off).",
+        description="Roll back and re-ask once when a revision shrinks by more than this "
+        "(0 = off).",
     )
     max_tokens: Annotated[int, Field(ge=1)] | None = None
     max_cost_usd: Annotated[float, Field(ge=0.0)] | None = None
@@ -94,9 +95,9 @@ class RunCreate(WireModel):
     task: TaskText
     kind: TaskKind = TaskKind.text
     tests: Annotated[str, StringConstraints(max_length=MAX_OUTPUT_CHARS)] | None = None
-    entry_point: Annotated[str, StringConstraints(max_length=200, pattern=r"^[A-Za-z_]\w*$")] | None = (
-        None
-    )
+    entry_point: (
+        Annotated[str, StringConstraints(max_length=200, pattern=r"^[A-Za-z_]\w*$")] | None
+    ) = None
     evaluator: EvaluatorKind | None = Field(
         default=None,
         description="Default: python_tests when a code task has tests, json_schema when a schema "

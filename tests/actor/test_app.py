@@ -200,3 +200,18 @@ class TestAuthAndOps:
     async def test_health_and_readiness(self, actor):
         assert (await actor.get("/healthz")).json() == {"status": "ok"}
         assert (await actor.get("/readyz")).json() == {"status": "ready"}
+
+
+class TestIdempotency:
+    async def test_a_repeated_key_is_answered_without_a_second_model_call(self, actor, fake_model):
+        headers = {"Idempotency-Key": "run_1:1:actor:1"}
+        first = await actor.post("/v1/draft", json={"task": "Say hi."}, headers=headers)
+        second = await actor.post("/v1/draft", json={"task": "Say hi."}, headers=headers)
+        assert first.json() == second.json()
+        assert len(fake_model.requests()) == 1
+
+    async def test_a_reused_key_with_another_body_is_409(self, actor):
+        headers = {"Idempotency-Key": "run_1:1:actor:1"}
+        await actor.post("/v1/draft", json={"task": "Say hi."}, headers=headers)
+        response = await actor.post("/v1/draft", json={"task": "Say bye."}, headers=headers)
+        assert response.status_code == 409

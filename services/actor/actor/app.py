@@ -13,6 +13,7 @@ from actor.service import ActorService
 from actor.settings import ActorSettings
 from shared.auth import require_service_token
 from shared.contracts import ActorResult, DraftRequest, ReviseRequest, ServiceInfo
+from shared.idempotency import IdempotencyCache, IdempotencyKey, body_digest
 from shared.logging import get_logger
 from shared.providers import build_provider
 from shared.providers.defaults import model_for
@@ -61,15 +62,20 @@ def create_app(
 
     app = build_service_app(title="Crosscheck Actor", info=info, lifespan=lifespan)
     auth = [Depends(require_service_token(settings.service_token.get_secret_value()))]
+    replays = IdempotencyCache()
 
     @app.post("/v1/draft", response_model=ActorResult, dependencies=auth, tags=["actor"])
-    async def draft(body: DraftRequest, actor: ActorDep) -> ActorResult:
+    async def draft(
+        body: DraftRequest, actor: ActorDep, idempotency_key: IdempotencyKey = None
+    ) -> ActorResult:
         """Write the first version of an answer to the task."""
-        return await actor.draft(body)
+        return await replays.run(idempotency_key, body_digest(body), lambda: actor.draft(body))
 
     @app.post("/v1/revise", response_model=ActorResult, dependencies=auth, tags=["actor"])
-    async def revise(body: ReviseRequest, actor: ActorDep) -> ActorResult:
+    async def revise(
+        body: ReviseRequest, actor: ActorDep, idempotency_key: IdempotencyKey = None
+    ) -> ActorResult:
         """Revise the previous output; human reflections are binding and come first."""
-        return await actor.revise(body)
+        return await replays.run(idempotency_key, body_digest(body), lambda: actor.revise(body))
 
     return app

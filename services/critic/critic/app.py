@@ -13,6 +13,7 @@ from critic.service import CriticService
 from critic.settings import CriticSettings
 from shared.auth import require_service_token
 from shared.contracts import CritiqueRequest, CritiqueResult, ServiceInfo
+from shared.idempotency import IdempotencyCache, IdempotencyKey, body_digest
 from shared.logging import get_logger
 from shared.providers import build_provider
 from shared.providers.defaults import model_for
@@ -58,10 +59,13 @@ def create_app(
 
     app = build_service_app(title="Crosscheck Critic", info=info, lifespan=lifespan)
     auth = [Depends(require_service_token(settings.service_token.get_secret_value()))]
+    replays = IdempotencyCache()
 
     @app.post("/v1/critique", response_model=CritiqueResult, dependencies=auth, tags=["critic"])
-    async def critique(body: CritiqueRequest, critic: CriticDep) -> CritiqueResult:
+    async def critique(
+        body: CritiqueRequest, critic: CriticDep, idempotency_key: IdempotencyKey = None
+    ) -> CritiqueResult:
         """Judge an output; the verdict is a structured field, never parsed from prose."""
-        return await critic.critique(body)
+        return await replays.run(idempotency_key, body_digest(body), lambda: critic.critique(body))
 
     return app
