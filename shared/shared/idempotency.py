@@ -29,7 +29,11 @@ def body_digest(body: BaseModel) -> str:
 
 
 class IdempotencyCache:
-    """In-memory, bounded, with expiry. Concurrent repeats wait for the first call."""
+    """In-memory, bounded, with expiry. Concurrent repeats share the first call.
+
+    The work runs as its own task, shielded from the request: when a caller disconnects (it
+    crashed), the model call still finishes and its result waits for the caller's retry.
+    """
 
     def __init__(self, *, max_entries: int = 10_000, ttl_s: float = 6 * 3600) -> None:
         self.max_entries = max_entries
@@ -50,23 +54,20 @@ class IdempotencyCache:
         if key in self._running:
             seen_digest, pending = self._running[key]
             self._check(key, seen_digest, digest)
-            shared: T = await asyncio.shield(pending)
-            return shared
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._running[key] = (digest, future)
-        try:
-            result = await work()
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved: a failure is not replayed, the next try runs again
-            raise
-        finally:
-            self._running.pop(key, None)
-        future.set_result(result)
-        self._done[key] = (time.monotonic(), digest, result)
+        else:
+            pending = asyncio.ensure_future(work())
+            self._running[key] = (digest, pending)
+            pending.add_done_callback(lambda task: self._settle(key, digest, task))
+        shared: T = await asyncio.shield(pending)
+        return shared
+
+    def _settle(self, key: str, digest: str, task: asyncio.Future[Any]) -> None:
+        self._running.pop(key, None)
+        if task.cancelled() or task.exception() is not None:
+            return  # a failure is not replayed: the next try runs the work again
+        self._done[key] = (time.monotonic(), digest, task.result())
         while len(self._done) > self.max_entries:
             self._done.popitem(last=False)
-        return result
 
     @staticmethod
     def _check(key: str, seen: str, digest: str) -> None:

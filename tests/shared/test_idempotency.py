@@ -67,3 +67,14 @@ class TestIdempotencyCache:
             await cache.run(key, "d", counter.work)
         await cache.run("a", "d", counter.work)
         assert counter.calls == 4
+
+    async def test_work_survives_a_caller_that_goes_away(self):
+        cache, counter = IdempotencyCache(), Counter()
+        caller = asyncio.create_task(cache.run("k", "d", counter.work))
+        await asyncio.sleep(0)
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        result = await cache.run("k", "d", counter.work)
+        assert result.value == 1
+        assert counter.calls == 1
