@@ -83,7 +83,8 @@ def test_kill_9_during_critique_resumes_without_repeating_finished_calls(
         first.wait()
 
         second = start_orchestrator(orch_env, port, log)
-        stack.callback(lambda: (second.terminate(), second.wait(10)))
+        stack.callback(second.wait, 10)
+        stack.callback(second.terminate)
 
         def finished():
             body = httpx.get(f"{url}/v1/runs/{run_id}", headers=headers).json()
