@@ -60,6 +60,8 @@ def processes_of(uid: int) -> dict[int, tuple[int, str]]:
         except OSError:
             continue
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if fields.get("State", "").strip()[:1] in ("Z", "X"):
+            continue  # already dead, waiting to be reaped
         if int(fields.get("Uid", "-1 0").split()[0]) == uid:
             found[int(entry)] = (int(fields["PPid"].strip()), fields["Name"].strip())
     return found

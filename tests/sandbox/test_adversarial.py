@@ -9,15 +9,18 @@ job after each case and checks that every sandbox is back to its bubblewrap and 
 from __future__ import annotations
 
 import ast
+import concurrent.futures
 import os
 import secrets
 import shutil
+import signal
 import socket
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.sandbox.conftest import SECRET, TOKEN, Sandbox
+from tests.sandbox.conftest import NOBODY, SECRET, TOKEN, Sandbox, processes_of
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -468,4 +471,40 @@ class TestIsolationBetweenJobs:
         code = 'import os\nos.write(3, b\'not json\\n{"t": "done", "status": "bogus"}\\n\')\n'
         result = sandbox.run(code, "assert True\n")
         assert result["status"] in {"passed", "error"}
+        sandbox.assert_still_serves()
+
+
+class TestRecovery:
+    def test_a_sandbox_that_cannot_be_cleaned_is_replaced(self, sandbox: Sandbox) -> None:
+        replaced_before = sandbox.service.pool.replaced
+        code = (
+            "import os\n"
+            "os.mkdir('/tmp/many')\n"
+            "for i in range(25_000):\n"
+            "    open(f'/tmp/many/{i}', 'w').close()\n"
+        )
+        assert sandbox.run(code, timeout_s=30)["status"] == "passed"
+        sandbox.settle()
+        assert sandbox.service.pool.replaced == replaced_before + 1
+        sandbox.assert_still_serves()
+
+    def test_a_sandbox_dying_mid_job_is_an_environment_error(self, sandbox: Sandbox) -> None:
+        replaced_before = sandbox.service.pool.replaced
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(sandbox.run, "import time\ntime.sleep(30)\n", timeout_s=30)
+            deadline = time.monotonic() + 10
+            busy = False
+            while not busy and time.monotonic() < deadline:
+                time.sleep(0.05)
+                zygotes = sandbox.zygote_pids()
+                busy = any(parent in zygotes for parent, _ in processes_of(NOBODY).values())
+            assert busy, "the job never started"
+            for pid in sandbox.outer_pids():  # crash every sandbox, busy or not
+                os.kill(pid, signal.SIGKILL)
+            result = pending.result(timeout=30)
+        assert result["status"] == "error"
+        assert result["error_class"] == "environment"
+        assert result["message"].startswith("sandbox failure")
+        sandbox.settle()
+        assert sandbox.service.pool.replaced >= replaced_before + 1
         sandbox.assert_still_serves()

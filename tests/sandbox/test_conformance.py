@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import httpx
 import pytest
 
 from sandbox.app import create_app
@@ -12,6 +13,7 @@ from sandbox.client import SandboxClient
 from sandbox.fake import FakeExecutor
 from sandbox.schemas import ExecuteRequest, ExecutionStatus, IsolationMode
 from sandbox.service import CodeExecutor, SandboxService
+from shared.errors import UpstreamError, UpstreamUnavailable
 from tests.sandbox.conftest import TOKEN, require_bwrap, sandbox_settings
 from tests.support.apps import serving
 
@@ -69,3 +71,26 @@ async def test_the_app_serves_a_fake_executor_for_other_services_tests() -> None
         result = await SandboxClient(http, TOKEN).execute(PASSING)
     assert result.status is ExecutionStatus.passed
     assert fake.requests == [PASSING]
+
+
+class TestClientErrors:
+    @pytest.mark.parametrize(
+        ("status", "error"),
+        [(503, UpstreamUnavailable), (500, UpstreamUnavailable), (422, UpstreamError)],
+    )
+    async def test_http_errors_become_upstream_errors(
+        self, status: int, error: type[Exception]
+    ) -> None:
+        transport = httpx.MockTransport(lambda _: httpx.Response(status, json={"error": "x"}))
+        async with httpx.AsyncClient(transport=transport, base_url="http://sandbox") as http:
+            with pytest.raises(error):
+                await SandboxClient(http, TOKEN).execute(PASSING)
+
+    async def test_an_unreachable_sandbox_is_unavailable(self) -> None:
+        def refuse(request: httpx.Request) -> httpx.Response:
+            raise httpx.ConnectError("connection refused", request=request)
+
+        transport = httpx.MockTransport(refuse)
+        async with httpx.AsyncClient(transport=transport, base_url="http://sandbox") as http:
+            with pytest.raises(UpstreamUnavailable):
+                await SandboxClient(http, TOKEN).execute(PASSING)
