@@ -1,17 +1,26 @@
-"""The ``crosscheck`` command: start the platform locally, and (later) submit and follow runs."""
+"""The ``crosscheck`` command: start the platform locally, submit and follow runs, show them."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from crosscheck import render
+from crosscheck.client import CrosscheckClient, CrosscheckError, resolve_settings
 from crosscheck.launcher import Plan, Supervisor, plan, tail, write_credentials
+from shared.contracts import TaskKind
+from shared.orchestration import Policy, ReviewMode, RunCreate, RunPublic, RunStatus
 
 app = typer.Typer(
     help="Crosscheck: reflective generation with an Actor, a Critic and a person in the loop.",
@@ -19,6 +28,7 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console()
+err_console = Console(stderr=True, highlight=False)
 
 
 @app.callback()
@@ -93,6 +103,229 @@ def up(
     finally:
         sup.stop()
         console.print("all services stopped")
+
+
+# ------------------------------------------------------------------ run and show
+
+UrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--url",
+        help="Orchestrator URL. Default: CROSSCHECK_URL, else var/crosscheck.env, "
+        "else http://127.0.0.1:8000.",
+        show_default=False,
+    ),
+]
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        help="API token. Default: CROSSCHECK_TOKEN, else var/crosscheck.env.",
+        show_default=False,
+    ),
+]
+EXIT_CODES = {
+    RunStatus.succeeded: 0,
+    RunStatus.escalated: 2,
+    RunStatus.awaiting_review: 2,
+}
+
+
+@contextmanager
+def _reported() -> Iterator[None]:
+    """Expected failures become one line on stderr and exit code 1, never a traceback."""
+    try:
+        yield
+    except CrosscheckError as exc:
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        raise typer.Exit(130) from None
+
+
+def _read(path: Path, option: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise typer.BadParameter(f"cannot read {path}: {exc}", param_hint=option) from exc
+
+
+def _with_code(task: str, path: Path, code: str) -> str:
+    """The API has no code field: the starting point goes into the task text."""
+    fence = "python" if path.suffix == ".py" else ""
+    return (
+        f"{task}\n\n## Starting point: {path.name}\n\n"
+        "Improve this existing code rather than starting from scratch.\n\n"
+        f"```{fence}\n{code.rstrip()}\n```\n"
+    )
+
+
+def _request(
+    task: str,
+    *,
+    kind: TaskKind | None,
+    code_file: Path | None,
+    tests_file: Path | None,
+    entry_point: str | None,
+    max_rounds: int | None,
+    review: ReviewMode | None,
+) -> RunCreate:
+    if tests_file is not None and kind is TaskKind.text:
+        raise typer.BadParameter("--tests-file needs a code task", param_hint="--kind")
+    fields: dict[str, object] = {"task": task}
+    if code_file is not None:
+        fields["task"] = _with_code(task, code_file, _read(code_file, "--code-file"))
+    if tests_file is not None:
+        fields["tests"] = _read(tests_file, "--tests-file")
+        kind = TaskKind.code
+    if kind is not None:
+        fields["kind"] = kind
+    if entry_point is not None:
+        fields["entry_point"] = entry_point
+    policy: dict[str, object] = {}
+    if max_rounds is not None:
+        policy["max_rounds"] = max_rounds
+    if review is not None:
+        policy["review"] = review
+    if policy:
+        fields["policy"] = Policy.model_validate(policy)
+    try:
+        return RunCreate.model_validate(fields)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'request'}: {e['msg']}" for e in exc.errors()
+        )
+        raise typer.BadParameter(problems) from exc
+
+
+def _exit_for(run: RunPublic) -> None:
+    code = EXIT_CODES.get(run.status, 1)
+    if code:
+        raise typer.Exit(code)
+
+
+@app.command()
+def run(
+    task: Annotated[
+        str, typer.Argument(help="What to produce, in plain words.", show_default=False)
+    ],
+    kind: Annotated[
+        TaskKind | None,
+        typer.Option(
+            help="Task kind. Default: text, or code with --tests-file.", show_default=False
+        ),
+    ] = None,
+    code_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="Existing code to start from (added to the task text).",
+            exists=True,
+            dir_okay=False,
+            show_default=False,
+        ),
+    ] = None,
+    tests_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="Python tests the output must pass (implies --kind code).",
+            exists=True,
+            dir_okay=False,
+            show_default=False,
+        ),
+    ] = None,
+    entry_point: Annotated[
+        str | None,
+        typer.Option(help="Name of the function the tests call.", show_default=False),
+    ] = None,
+    max_rounds: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=20,
+            help="Stop after this many rounds (server default: 3).",
+            show_default=False,
+        ),
+    ] = None,
+    review: Annotated[
+        ReviewMode | None,
+        typer.Option(help="When a person reviews (server default: never).", show_default=False),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the finished run as JSON, without progress.")
+    ] = False,
+    no_follow: Annotated[
+        bool, typer.Option("--no-follow", help="Print the run id and exit at once.")
+    ] = False,
+    url: UrlOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Submit a task and follow it round by round until it ends.
+
+    Exit code: 0 succeeded, 2 escalated or waiting for review, 1 failed, cancelled or error.
+    """
+    request = _request(
+        task,
+        kind=kind,
+        code_file=code_file,
+        tests_file=tests_file,
+        entry_point=entry_point,
+        max_rounds=max_rounds,
+        review=review,
+    )
+    with _reported(), CrosscheckClient(resolve_settings(url, token)) as client:
+        created = client.create_run(request)
+        if no_follow:
+            typer.echo(created.model_dump_json() if as_json else created.id)
+            return
+        if not as_json:
+            console.print(f"run [bold]{created.id}[/] submitted to {escape(client.settings.url)}")
+        try:
+            if as_json:
+                for _ in client.follow(created.id):
+                    pass
+            else:
+                with render.Progress(console) as progress:
+                    for event in client.follow(created.id, on_notice=progress.notice):
+                        progress.event(event)
+        except KeyboardInterrupt:
+            err_console.print(
+                f"stopped following; the run goes on. See it with: crosscheck show {created.id}",
+                soft_wrap=True,
+            )
+            raise typer.Exit(130) from None
+        final = client.get_run(created.id)
+    if as_json:
+        typer.echo(final.model_dump_json(indent=2))
+    else:
+        render.render_outcome(console, final)
+    _exit_for(final)
+
+
+@app.command()
+def show(
+    run_id: Annotated[str, typer.Argument(help="The run id (run_...).", show_default=False)],
+    full: Annotated[
+        bool, typer.Option("--full", help="Show outputs and reflections without clipping.")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help='Print {"run": ..., "trajectory": ...} as JSON.')
+    ] = False,
+    url: UrlOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Print a run round by round: outputs, evaluations, critiques, reflections, model calls."""
+    with _reported(), CrosscheckClient(resolve_settings(url, token)) as client:
+        found = client.get_run(run_id)
+        trajectory = client.trajectory(run_id)
+    if as_json:
+        document = {
+            "run": found.model_dump(mode="json"),
+            "trajectory": trajectory.model_dump(mode="json"),
+        }
+        typer.echo(json.dumps(document, indent=2))
+        return
+    render.render_show(console, found, trajectory, full=full)
 
 
 if __name__ == "__main__":

@@ -6,14 +6,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 UV_VERSION="0.13.9"
-SYSTEM_PACKAGES=(bubblewrap)
 [[ "${1:-}" == "--dev" ]] && DEV=1 || DEV=0
 
 log() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*"; }
 
 # --- system packages (Debian/Ubuntu); elsewhere, say what is missing
+# bubblewrap + libseccomp + Debian's python3: the sandbox runs generated code with them.
 missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+[ -x /usr/bin/python3 ] || missing+=(python3)
+ldconfig -p 2>/dev/null | grep -q 'libseccomp.so.2' || missing+=(libseccomp2)
 if ((${#missing[@]})); then
   if command -v apt-get >/dev/null 2>&1 && [[ $(id -u) -eq 0 ]]; then
     log "installing system packages: ${missing[*]}"

@@ -24,7 +24,7 @@ def _clean_environment(monkeypatch):
             monkeypatch.delenv(name)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def service_token() -> str:
     return SERVICE_TOKEN
 

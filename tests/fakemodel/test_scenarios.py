@@ -237,3 +237,22 @@ def test_every_quote_is_an_exact_substring(candidate, task, kind):
     result = critique(PromptSections(task=task, kind=kind, candidate_output=candidate))
     for issue in result["issues"]:
         assert issue["quote"] is None or (issue["quote"] and issue["quote"] in candidate)
+
+
+class TestBenchScenario:
+    def test_takes_exactly_the_rounds_the_task_names(self):
+        from fakemodel.scenarios import PromptSections, actor_output, critique
+
+        task = "Summarise the report. [bench:3]"
+        output = actor_output(PromptSections(task=task), "draft")["output"]
+        verdicts = []
+        for _ in range(5):
+            verdict = critique(PromptSections(task=task, candidate_output=output))
+            verdicts.append(verdict["verdict"])
+            if verdict["verdict"] == "pass":
+                break
+            assert verdict["issues"][0]["quote"] in output
+            output = actor_output(PromptSections(task=task, previous_output=output), "revise")[
+                "output"
+            ]
+        assert verdicts == ["revise", "revise", "pass"]

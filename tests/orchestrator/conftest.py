@@ -16,6 +16,7 @@ from orchestrator.app import create_app
 from orchestrator.settings import OrchestratorSettings
 from tests.support.apps import serving
 from tests.support.factories import actor_settings, critic_settings
+from tests.support.servers import service_process
 
 ADMIN_TOKEN = "admin-token-for-tests-0123456789"
 PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -70,10 +71,23 @@ async def peers(fake_model, service_token, peer_overrides):
         }
 
 
+@pytest.fixture(scope="session")
+def sandbox_url(service_token, tmp_path_factory):
+    """One real sandbox service (bubblewrap) for the session, as its own process."""
+    from tests.sandbox.conftest import require_bwrap
+
+    require_bwrap()
+    log = tmp_path_factory.mktemp("sandbox") / "sandbox.log"
+    env = {"CROSSCHECK_SERVICE_TOKEN": service_token, "SANDBOX_WORKERS": "2"}
+    with service_process("sandbox", "SANDBOX_", env=env, log=log) as url:
+        yield url
+
+
 @pytest.fixture
-def orchestrator_settings(database_url, service_token):
+def orchestrator_settings(database_url, service_token, sandbox_url):
     return OrchestratorSettings(
         service_token=service_token,
+        sandbox_url=sandbox_url,
         database_url=database_url,
         admin_token=ADMIN_TOKEN,
         peer_max_attempts=3,

@@ -72,6 +72,11 @@ class TestIdempotency:
         page = (await api.get("/v1/runs")).json()
         assert len(page["items"]) == 1
 
+    @pytest.mark.parametrize("key", ["", "has space", "x" * 201])
+    async def test_malformed_keys_are_422(self, api, key):
+        response = await api.post("/v1/runs", json={"task": "a"}, headers={"Idempotency-Key": key})
+        assert response.status_code == 422
+
     async def test_same_key_other_body_is_409(self, api):
         headers = {"Idempotency-Key": "order-43"}
         first = await api.post(

@@ -265,3 +265,50 @@ class TestReviewPause:
         assert any(
             e["type"] == "review.created" and e["data"]["kind"] == "pre_critique" for e in events
         )
+
+
+class TestCodeTasks:
+    TESTS = (
+        "def check(candidate):\n"
+        "    assert candidate(10) == [2, 3, 5, 7]\n"
+        "    assert candidate(2) == [2]\n"
+        "    assert candidate(1) == []\n"
+    )
+
+    async def test_failing_tests_then_passing_after_a_revision(self, api, fake_model):
+        wrong = (
+            "def primes_up_to(n):\n"
+            "    return [k for k in range(2, n) if all(k % d for d in range(2, k))]\n"
+        )
+        right = (
+            "def primes_up_to(n):\n"
+            "    # sieve of Eratosthenes\n"
+            "    flags = [True] * (n + 1)\n"
+            "    for i in range(2, int(n ** 0.5) + 1):\n"
+            "        if flags[i]:\n"
+            "            flags[i * i :: i] = [False] * len(flags[i * i :: i])\n"
+            "    return [i for i in range(2, n + 1) if flags[i]]\n"
+        )
+        fake_model.script(
+            {"stage": "draft", "response": actor_reply(wrong)},
+            {"stage": "revise", "response": actor_reply(right)},
+        )
+        run_id = await start(
+            api,
+            task="Write primes_up_to(n) returning every prime <= n.",
+            kind="code",
+            tests=self.TESTS,
+            entry_point="primes_up_to",
+        )
+        run = await wait_for(api, run_id)
+        first, second = run["rounds"]
+        assert first["evaluation"]["passed"] is False
+        assert first["evaluation"]["summary"].startswith("failed: 2/3 test(s) passed")
+        assert second["evaluation"]["passed"] is True
+        assert run["status"] == "succeeded"
+        assert run["final_output"] == right
+        assert run["evaluator"] == "python_tests"
+        revise_prompt = json.dumps(
+            next(c for c in fake_model.requests() if c["stage"] == "revise")["body"]
+        )
+        assert "failed evaluation" in revise_prompt

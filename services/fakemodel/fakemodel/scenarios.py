@@ -25,7 +25,7 @@ from typing import Any, Literal
 Stage = Literal["draft", "revise", "critique"]
 Role = Literal["actor", "critic"]
 Kind = Literal["text", "code"]
-Scenario = Literal["primes", "text", "code"]
+Scenario = Literal["primes", "text", "code", "bench"]
 
 ACTOR_SCHEMA_NAME = "actor_output"
 CRITIC_SCHEMA_NAME = "critique"
@@ -129,7 +129,29 @@ def detect_stage(role: Role | None, sections: PromptSections) -> Stage:
     return "revise" if sections.previous_output is not None else "draft"
 
 
+_BENCH = re.compile(r"\[bench:(\d+)\]")
+_BENCH_VERSION = re.compile(r"^Bench answer version (\d+)\.")
+
+
+def bench_rounds(task: str) -> int | None:
+    """``[bench:N]`` in a task: the critic passes version N, so a run takes N rounds."""
+    match = _BENCH.search(task)
+    return int(match.group(1)) if match else None
+
+
+def bench_output(version: int) -> str:
+    points = " ".join(f"Point {i} is covered in version {version}." for i in range(1, version + 2))
+    return f"Bench answer version {version}. {points}"
+
+
+def bench_version(text: str) -> int:
+    match = _BENCH_VERSION.match(text.strip())
+    return int(match.group(1)) if match else 0
+
+
 def detect_scenario(sections: PromptSections) -> Scenario:
+    if bench_rounds(sections.task) is not None:
+        return "bench"
     if sections.is_code and "prime" in sections.task.lower():
         return "primes"
     return "code" if sections.is_code else "text"
@@ -310,6 +332,9 @@ def actor_output(sections: PromptSections, stage: Stage) -> dict[str, Any]:
     scenario = detect_scenario(sections)
     revising = stage == "revise"
     reflections = split_reflections(sections.reflections)
+    if scenario == "bench":
+        version = bench_version(sections.previous_output or "") + 1 if revising else 1
+        return {"output": bench_output(version), "uncertainties": []}
     if scenario == "primes":
         name = function_name(sections.entry_point, DEFAULT_PRIMES_NAME)
         if revising:
@@ -365,6 +390,24 @@ def critique(sections: PromptSections) -> dict[str, Any]:
                 }
             ],
             "reflection": "Strategy: answer the task directly before refining anything.",
+            "error_class": "logic",
+        }
+    if scenario == "bench":
+        version, wanted = bench_version(candidate), bench_rounds(sections.task) or 1
+        if version >= wanted:
+            return _passing(0.9, "Version is final.")
+        return {
+            "verdict": "revise",
+            "confidence": 0.8,
+            "issues": [
+                {
+                    "dimension": "completeness",
+                    "severity": "minor",
+                    "quote": f"Bench answer version {version}.",
+                    "suggestion": f"Cover point {version + 2}.",
+                }
+            ],
+            "reflection": f"Strategy: add point {version + 2} (round {version} of {wanted}).",
             "error_class": "logic",
         }
     if scenario == "primes":

@@ -13,8 +13,14 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
 from orchestrator.auth.router import router as tokens_router
-from orchestrator.auth.service import TokenService
-from orchestrator.db import create_db_engine, migrate, session_scope, system_database_url
+from orchestrator.auth.service import PrincipalCache, TokenService
+from orchestrator.db import (
+    Database,
+    create_db_engine,
+    migrate,
+    session_scope,
+    system_database_url,
+)
 from orchestrator.engine import runtime
 from orchestrator.engine.launch import start_orphans
 from orchestrator.evaluators.base import Evaluator, JsonSchemaEvaluator, PythonTestsEvaluator
@@ -40,6 +46,7 @@ def create_app(
     metrics = Metrics()
     hub = EventHub()
     engine = create_db_engine(settings.database_url)
+    db = Database(engine)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -67,7 +74,7 @@ def create_app(
         runtime.install(
             runtime.Runtime(
                 settings=settings,
-                engine=engine,
+                db=db,
                 actor=HttpActor(clients["actor"]),
                 critic=HttpCritic(clients["critic"]),
                 evaluators=evaluators,
@@ -94,7 +101,7 @@ def create_app(
             runtime.install(None)
             for client in clients.values():
                 await client.aclose()
-            engine.dispose()
+            db.close()
 
     async def ready() -> str | None:
         try:
@@ -111,6 +118,8 @@ def create_app(
         title="Crosscheck Orchestrator", info=info, lifespan=lifespan, ready=ready
     )
     app.state.engine = engine
+    app.state.db = db
+    app.state.principals = PrincipalCache()
     app.state.hub = hub
     app.state.metrics = metrics
     app.include_router(runs_router)

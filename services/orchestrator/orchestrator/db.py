@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+import sqlite3
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from alembic import command
@@ -14,10 +17,15 @@ from sqlalchemy import event
 from sqlmodel import Session
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+T = TypeVar("T")
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _: Any) -> None:
     # WAL + NORMAL: durable across process crashes, far fewer fsyncs than the default.
+    # Registered on every Engine, so DBOS's own system database gets it too (DBOS sets
+    # only busy_timeout and IMMEDIATE transactions itself).
+    if not isinstance(dbapi_connection, sqlite3.Connection):
+        return
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
@@ -26,16 +34,25 @@ def _sqlite_pragmas(dbapi_connection: Any, _: Any) -> None:
     cursor.close()
 
 
+def tune_sqlite() -> None:
+    """Apply the SQLite pragmas to every engine in the process, once."""
+    if not event.contains(sa.engine.Engine, "connect", _sqlite_pragmas):
+        event.listen(sa.engine.Engine, "connect", _sqlite_pragmas)
+
+
 def create_db_engine(url: str, **kwargs: Any) -> sa.Engine:
     if url.startswith("sqlite"):
+        tune_sqlite()
         path = url.split("///", 1)[-1]
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        engine = sa.create_engine(
-            url, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs
+        return sa.create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": 30},
+            pool_size=20,
+            max_overflow=40,
+            **kwargs,
         )
-        event.listen(engine, "connect", _sqlite_pragmas)
-        return engine
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
     return sa.create_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True, **kwargs)
@@ -69,3 +86,36 @@ def system_database_url(url: str) -> str:
         stem = path[: -len(".sqlite")] if path.endswith(".sqlite") else path
         return f"sqlite:///{stem}.dbos.sqlite"
     return url
+
+
+class Database:
+    """Runs units of work off the event loop, on threads of its own.
+
+    On SQLite one thread does every write, so writers never wait in SQLite's busy handler
+    and a slow write never blocks the event loop; on Postgres a few threads share the pool.
+    """
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+        workers = 1 if engine.dialect.name == "sqlite" else 8
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="db-write")
+        self._readers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="db-read")
+
+    async def run(self, work: Callable[[Session], T]) -> T:
+        """``work(session)`` in one transaction, committed when it returns."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._unit, work)
+
+    async def read(self, work: Callable[[Session], T]) -> T:
+        """``work(session)`` for reads: beside the writer, never waiting behind it (WAL)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._readers, self._unit, work)
+
+    def _unit(self, work: Callable[[Session], T]) -> T:
+        with session_scope(self.engine) as session:
+            return work(session)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)
+        self._readers.shutdown(wait=True)
+        self.engine.dispose()

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from fastapi import Depends, Request
 from sqlmodel import Session
 
-from orchestrator.auth.service import Principal, TokenService
+from orchestrator.auth.service import Principal, PrincipalCache, TokenService, digest
 from orchestrator.db import session_scope
 from shared.auth import bearer_token
 from shared.errors import Forbidden, Unauthorized
@@ -33,9 +33,14 @@ def authenticate(request: Request, session: Session) -> Principal:
     raw = bearer_token(request)
     if raw is None:
         raise Unauthorized("missing bearer token: send 'Authorization: Bearer <token>'")
-    principal = TokenService().authenticate(session, raw)
+    cache: PrincipalCache = request.app.state.principals
+    key = digest(raw)
+    principal = cache.get(key)
     if principal is None:
-        raise Unauthorized("invalid or revoked token")
+        principal = TokenService().authenticate(session, raw)
+        if principal is None:
+            raise Unauthorized("invalid or revoked token")
+        cache.put(key, principal)
     return principal
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Request, status
 
 from orchestrator.auth.service import TokenService
 from orchestrator.deps import Admin, SessionDep
@@ -20,7 +20,8 @@ def create_token(body: TokenCreate, admin: Admin, session: SessionDep) -> TokenC
 
 
 @router.delete("/{token_id}", status_code=status.HTTP_204_NO_CONTENT)
-def revoke_token(token_id: str, admin: Admin, session: SessionDep) -> None:
+def revoke_token(token_id: str, admin: Admin, session: SessionDep, request: Request) -> None:
     """Revoke a token; it stops working at once."""
     if not TokenService().revoke(session, token_id):
         raise NotFound(f"token {token_id} does not exist")
+    request.app.state.principals.clear()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import time
 from dataclasses import dataclass
 
 from sqlmodel import Session, select
@@ -26,6 +27,29 @@ class Principal:
 
 def digest(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class PrincipalCache:
+    """Recently seen tokens, so most requests skip the lookup. Revocation clears it here;
+    other replicas notice within ``ttl_s``."""
+
+    def __init__(self, ttl_s: float = 5.0) -> None:
+        self.ttl_s = ttl_s
+        self._entries: dict[str, tuple[float, Principal]] = {}
+
+    def get(self, token_digest: str) -> Principal | None:
+        entry = self._entries.get(token_digest)
+        if entry is None or entry[0] < time.monotonic():
+            return None
+        return entry[1]
+
+    def put(self, token_digest: str, principal: Principal) -> None:
+        if len(self._entries) > 10_000:
+            self._entries.clear()
+        self._entries[token_digest] = (time.monotonic() + self.ttl_s, principal)
+
+    def clear(self) -> None:
+        self._entries.clear()
 
 
 class TokenService:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sqlalchemy as sa
-
+from orchestrator.db import Database
 from orchestrator.evaluators.base import Evaluator
 from orchestrator.events.hub import EventHub
 from orchestrator.metrics import Metrics
@@ -16,7 +15,7 @@ from orchestrator.settings import OrchestratorSettings
 @dataclass
 class Runtime:
     settings: OrchestratorSettings
-    engine: sa.Engine
+    db: Database
     actor: ActorPeer
     critic: CriticPeer
     evaluators: dict[str, Evaluator]

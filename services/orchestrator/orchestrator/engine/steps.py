@@ -2,20 +2,22 @@
 
 DBOS records a finished step's return value, so a recovered workflow never repeats it; a
 step cut off mid-way runs again, which is why every peer call carries an idempotency key
-made of (run, round, role, attempt) and every write here is an upsert.
+made of (run, round, role, attempt) and every write here is an upsert. Database work runs
+on the database's own thread (``Runtime.db``), never on the event loop.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from dbos import DBOS
+from sqlmodel import Session, select
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 from tenacity.wait import wait_exponential_jitter
 
-from orchestrator.db import session_scope
 from orchestrator.engine import records
 from orchestrator.engine.policy import (
     Stop,
@@ -28,12 +30,14 @@ from orchestrator.engine.policy import (
     shrink_ratio,
 )
 from orchestrator.engine.runtime import Runtime, current
-from orchestrator.evaluators.base import EvaluationJob
+from orchestrator.evaluators.base import EvaluationJob, Evaluator
 from orchestrator.events.repository import append_event
 from orchestrator.peers.errors import PeerUnavailable
 from orchestrator.tables import ModelCall, Reflection, ReviewItem, Round, Run, new_id, utcnow
 from shared.contracts import (
+    ActorResult,
     CritiqueRequest,
+    CritiqueResult,
     DraftRequest,
     Evaluation,
     ReflectionSource,
@@ -44,6 +48,7 @@ from shared.contracts import Reflection as ReflectionDTO
 from shared.orchestration import Policy, RunStatus, StopReason
 
 T = TypeVar("T")
+CANCELLED = Stop(RunStatus.cancelled, StopReason.cancelled, error_class="none", detail="cancelled")
 
 
 async def with_retries(rt: Runtime, peer: str, call: Callable[[], Awaitable[T]]) -> T:
@@ -75,16 +80,10 @@ def _stop_dict(stop: Stop | None) -> dict[str, Any] | None:
     return {"status": stop.status.value, "reason": stop.reason.value}
 
 
-def _finish(rt: Runtime, session: Any, run: Run, stop: Stop, final_round: int | None) -> None:
+def _finish(rt: Runtime, session: Session, run: Run, stop: Stop, final_round: int | None) -> None:
     records.finalize(session, run, stop, final_round=final_round)
     rt.metrics.runs_finished.labels(stop.status.value, stop.reason.value).inc()
     rt.metrics.rounds_per_run.observe(max(run.rounds, 1))
-
-
-def _cancelled(rt: Runtime, session: Any, run: Run) -> dict[str, Any]:
-    stop = Stop(RunStatus.cancelled, StopReason.cancelled, error_class="none", detail="cancelled")
-    _finish(rt, session, run, stop, run.rounds or None)
-    return {"stop": _stop_dict(stop)}
 
 
 def _reflections(rows: list[Reflection]) -> list[ReflectionDTO]:
@@ -100,11 +99,19 @@ def _reflections(rows: list[Reflection]) -> list[ReflectionDTO]:
 
 
 def _record_call(
-    session: Any, rt: Runtime, run: Run, *, round: int, role: str, stage: str, key: str, result: Any
+    session: Session,
+    rt: Runtime,
+    run: Run,
+    *,
+    round: int,
+    role: str,
+    stage: str,
+    key: str,
+    result: ActorResult | CritiqueResult,
 ) -> None:
+    """Store the call for the trajectory and bill it, once per key."""
     usage = result.usage.model_dump(mode="json")
-    existing = session.exec(_select_call(key)).first()
-    if existing is None:
+    if session.exec(select(ModelCall).where(ModelCall.call_key == key)).first() is None:
         session.add(
             ModelCall(
                 run_id=run.id,
@@ -118,21 +125,30 @@ def _record_call(
             )
         )
         records.add_usage(run, usage)
+        rt.metrics.calls.labels(role, result.usage.provider, result.usage.model).inc()
+        rt.metrics.tokens.labels(role, result.usage.provider, "input").inc(
+            result.usage.input_tokens
+        )
+        rt.metrics.tokens.labels(role, result.usage.provider, "output").inc(
+            result.usage.output_tokens
+        )
+        rt.metrics.cost.labels(role, result.usage.provider).inc(result.usage.cost_usd or 0.0)
     info = {"provider": result.usage.provider, "model": result.usage.model}
     if role == "actor":
         run.actor_info = info
     else:
         run.critic_info = info
-    rt.metrics.calls.labels(role, result.usage.provider, result.usage.model).inc()
-    rt.metrics.tokens.labels(role, result.usage.provider, "input").inc(result.usage.input_tokens)
-    rt.metrics.tokens.labels(role, result.usage.provider, "output").inc(result.usage.output_tokens)
-    rt.metrics.cost.labels(role, result.usage.provider).inc(result.usage.cost_usd or 0.0)
 
 
-def _select_call(key: str) -> Any:
-    from sqlmodel import select
+# ----------------------------------------------------------------------------- act
 
-    return select(ModelCall).where(ModelCall.call_key == key)
+
+@dataclass
+class _ActInput:
+    cancelled: bool
+    request: DraftRequest | ReviseRequest | None = None
+    previous_output: str = ""
+    rollback_note: str | None = None
 
 
 @DBOS.step(name="crosscheck.act")
@@ -142,79 +158,87 @@ async def act(
     """Draft (round 1) or revise (later rounds); apply the rules that read a new version."""
     rt = current()
     started = time.perf_counter()
-    with session_scope(rt.engine) as session:
+
+    def prepare(session: Session) -> _ActInput:
         run = records.load_run(session, run_id)
         if run.cancel_requested:
-            result = _cancelled(rt, session, run)
-        else:
-            result = None
+            _finish(rt, session, run, CANCELLED, run.rounds or None)
+            return _ActInput(cancelled=True)
+        kind = TaskKind(run.kind)
+        if stage == "draft":
+            return _ActInput(
+                False, DraftRequest(task=run.task, kind=kind, entry_point=run.entry_point)
+            )
+        previous = records.load_round(session, run_id, round - 1)
+        assert previous is not None, "a revision needs the previous round"
+        reflections = _reflections(records.all_reflections(session, run_id))
+        note = None
+        if attempt > 1:
             policy = Policy.model_validate(run.policy)
-            previous = records.load_round(session, run_id, round - 1) if stage == "revise" else None
-            reflections = records.all_reflections(session, run_id)
-            task, kind, entry_point = run.task, TaskKind(run.kind), run.entry_point
-    if result is not None:
-        rt.hub.notify()
-        return result
-    rollback_note: str | None = None
-    if stage == "revise" and attempt > 1 and previous is not None:
-        rollback_note = (
-            f"Your last revision was more than {policy.shrink_threshold:.0%} shorter than the "
-            "previous version and was rolled back. Revise the previous version again and keep "
-            "all of its correct content; only change what the reflections ask for."
-        )
-    key = f"{run_id}:{round}:actor:{attempt}"
-    if stage == "draft":
-        request: Any = DraftRequest(task=task, kind=kind, entry_point=entry_point)
-        result_dto = await with_retries(rt, "actor", lambda: rt.actor.draft(request, key=key))
-    else:
-        assert previous is not None
-        dtos = _reflections(reflections)
-        if rollback_note:
-            dtos.append(ReflectionDTO(source=ReflectionSource.evaluator, content=rollback_note))
+            note = (
+                f"Your last revision was more than {policy.shrink_threshold:.0%} shorter than "
+                "the previous version and was rolled back. Revise the previous version again "
+                "and keep all of its correct content; only change what the reflections ask for."
+            )
+            reflections.append(ReflectionDTO(source=ReflectionSource.evaluator, content=note))
         request = ReviseRequest(
-            task=task,
+            task=run.task,
             kind=kind,
-            entry_point=entry_point,
+            entry_point=run.entry_point,
             previous_output=previous.output,
-            reflections=dtos[-50:],
+            reflections=reflections[-50:],
         )
-        result_dto = await with_retries(rt, "actor", lambda: rt.actor.revise(request, key=key))
+        return _ActInput(False, request, previous.output, note)
+
+    prepared = await rt.db.run(prepare)
+    if prepared.cancelled:
+        rt.hub.notify()
+        return {"stop": _stop_dict(CANCELLED)}
+    key = f"{run_id}:{round}:actor:{attempt}"
+    request = prepared.request
+    if isinstance(request, DraftRequest):
+        draft_request = request
+        result = await with_retries(rt, "actor", lambda: rt.actor.draft(draft_request, key=key))
+    else:
+        assert isinstance(request, ReviseRequest)
+        revise_request = request
+        result = await with_retries(rt, "actor", lambda: rt.actor.revise(revise_request, key=key))
     rt.metrics.stage_latency.labels(stage).observe(time.perf_counter() - started)
 
-    output = result_dto.output
+    output = result.output
     digest = output_hash(output)
-    prev_text = previous.output if previous else ""
+    revising = stage == "revise"
     out: dict[str, Any] = {
         "output_hash": digest,
-        "change_ratio": change_ratio(prev_text, output) if previous else 1.0,
-        "shrink": shrink_ratio(prev_text, output) if previous else 0.0,
-        "policy": None,
-        "evaluator": None,
-        "stop": None,
+        "change_ratio": change_ratio(prepared.previous_output, output) if revising else 1.0,
+        "shrink": shrink_ratio(prepared.previous_output, output) if revising else 0.0,
         "shrank": False,
+        "stop": None,
     }
-    with session_scope(rt.engine) as session:
+
+    def commit(session: Session) -> None:
         run = records.load_run(session, run_id)
         policy = Policy.model_validate(run.policy)
         out["policy"] = run.policy
         out["evaluator"] = run.evaluator
         _record_call(
-            session, rt, run, round=round, role="actor", stage=stage, key=key, result=result_dto
+            session, rt, run, round=round, role="actor", stage=stage, key=key, result=result
         )
         row = records.load_round(session, run_id, round)
         rolled_back = list(row.rolled_back or []) if row else []
-        if row is not None and attempt > 1:
+        if row is not None and attempt > 1 and row.output != output:
             rolled_back.append({"attempt": attempt - 1, "output": row.output, "reason": "shrank"})
-        if rollback_note:
+        if prepared.rollback_note and row is not None and attempt > 1:
             session.add(
-                Reflection(run_id=run_id, round=round, source="evaluator", content=rollback_note)
+                Reflection(
+                    run_id=run_id, round=round, source="evaluator", content=prepared.rollback_note
+                )
             )
         if row is None:
             row = Round(run_id=run_id, number=round, output=output, output_hash=digest)
-        row.output = output
-        row.output_hash = digest
-        row.uncertainties = result_dto.uncertainties
-        row.actor_usage = result_dto.usage.model_dump(mode="json")
+        row.output, row.output_hash = output, digest
+        row.uncertainties = result.uncertainties
+        row.actor_usage = result.usage.model_dump(mode="json")
         row.rolled_back = rolled_back or None
         row.updated_at = utcnow()
         session.add(row)
@@ -231,19 +255,21 @@ async def act(
                 "attempt": attempt,
                 "output_hash": digest,
                 "chars": len(output),
-                "uncertainties": result_dto.uncertainties,
+                "uncertainties": result.uncertainties,
             },
         )
         stop: Stop | None = None
-        if previous is not None and shrank(policy, out):
+        if revising and shrank(policy, out):
             if attempt == 1:
                 out["shrank"] = True
             else:
-                # Still too short after the re-ask: keep the previous version and ask a person.
+                # Still too short after the re-ask: keep the previous version, ask a person.
                 row.rolled_back = [
                     *rolled_back,
                     {"attempt": attempt, "output": output, "reason": "shrank"},
                 ]
+                previous = records.load_round(session, run_id, round - 1)
+                assert previous is not None
                 row.output, row.output_hash = previous.output, previous.output_hash
                 session.add(row)
                 stop = Stop(
@@ -252,18 +278,25 @@ async def act(
                     detail=f"round {round} shrank by {out['shrink']:.0%} twice; "
                     f"kept round {round - 1}",
                 )
+                session.flush()
                 _finish(rt, session, run, stop, round)
         if stop is None and not out["shrank"]:
             stop = after_output(policy, round=round, seen_hashes=seen_hashes, out=out)
             if stop is not None:
+                session.flush()
                 _finish(rt, session, run, stop, round)
             else:
                 nxt = RunStatus.evaluating if run.evaluator != "none" else RunStatus.critiquing
                 records.set_status(session, run, nxt, round=round)
         out["stop"] = _stop_dict(stop)
         session.add(run)
+
+    await rt.db.run(commit)
     rt.hub.notify()
     return out
+
+
+# ------------------------------------------------------------------------ evaluate
 
 
 @DBOS.step(name="crosscheck.evaluate")
@@ -271,19 +304,22 @@ async def evaluate(run_id: str, round: int, pause_after: bool) -> dict[str, Any]
     """Run the evaluator; a failure becomes an evaluator reflection (a fact, not an opinion)."""
     rt = current()
     started = time.perf_counter()
-    with session_scope(rt.engine) as session:
+
+    def prepare(session: Session) -> tuple[EvaluationJob, Evaluator | None] | None:
         run = records.load_run(session, run_id)
         if run.cancel_requested:
-            result = _cancelled(rt, session, run)
-        else:
-            result = None
-            row = records.load_round(session, run_id, round)
-            assert row is not None
-            job = EvaluationJob(run.kind, row.output, run.tests, run.entry_point, run.json_schema)
-            evaluator = rt.evaluators.get(run.evaluator)
-    if result is not None:
+            _finish(rt, session, run, CANCELLED, run.rounds or None)
+            return None
+        row = records.load_round(session, run_id, round)
+        assert row is not None
+        job = EvaluationJob(run.kind, row.output, run.tests, run.entry_point, run.json_schema)
+        return job, rt.evaluators.get(run.evaluator)
+
+    prepared = await rt.db.run(prepare)
+    if prepared is None:
         rt.hub.notify()
-        return result
+        return {"stop": _stop_dict(CANCELLED), "passed": None, "paused": False}
+    job, evaluator = prepared
     passed: bool | None = None
     evaluation: dict[str, Any] | None = None
     if evaluator is not None:
@@ -291,10 +327,10 @@ async def evaluate(run_id: str, round: int, pause_after: bool) -> dict[str, Any]
         outcome = await with_retries(rt, "sandbox", lambda: evaluator.evaluate(job, key=key))
         passed, evaluation = outcome.passed, outcome.as_dict()
         rt.metrics.stage_latency.labels("evaluate").observe(time.perf_counter() - started)
-    with session_scope(rt.engine) as session:
+
+    def commit(session: Session) -> Stop | None:
         run = records.load_run(session, run_id)
         policy = Policy.model_validate(run.policy)
-        stop: Stop | None = None
         if evaluation is not None:
             row = records.load_round(session, run_id, round)
             assert row is not None
@@ -315,21 +351,25 @@ async def evaluate(run_id: str, round: int, pause_after: bool) -> dict[str, Any]
                 session,
                 run_id,
                 "round.evaluation",
-                {"round": round, "passed": passed, "summary": evaluation["summary"][:500]},
+                {"round": round, "passed": passed, "summary": str(evaluation["summary"])[:500]},
             )
             if passed and policy.stop_on_evaluator_pass:
                 stop = Stop(RunStatus.succeeded, StopReason.evaluator_pass, error_class="none")
+                session.flush()
                 _finish(rt, session, run, stop, round)
-        if stop is None:
-            if pause_after:
-                _pause(session, run, round)
-            else:
-                records.set_status(session, run, RunStatus.critiquing, round=round)
+                return stop
+        if pause_after:
+            _pause(session, run, round)
+        else:
+            records.set_status(session, run, RunStatus.critiquing, round=round)
+        return None
+
+    stop = await rt.db.run(commit)
     rt.hub.notify()
     return {"passed": passed, "stop": _stop_dict(stop), "paused": stop is None and pause_after}
 
 
-def _pause(session: Any, run: Run, round: int) -> None:
+def _pause(session: Session, run: Run, round: int) -> None:
     item = ReviewItem(
         id=new_id("rev"),
         run_id=run.id,
@@ -349,6 +389,9 @@ def _pause(session: Any, run: Run, round: int) -> None:
     )
 
 
+# ------------------------------------------------------------------------ critique
+
+
 @DBOS.step(name="crosscheck.critique")
 async def critique(
     run_id: str, round: int, previous_signature: str | None, evaluation_passed: bool | None
@@ -356,73 +399,71 @@ async def critique(
     """Ask the Critic; its structured verdict, and only that, drives the stop rules."""
     rt = current()
     started = time.perf_counter()
-    with session_scope(rt.engine) as session:
+
+    def prepare(session: Session) -> tuple[CritiqueRequest, list[dict[str, Any]]] | None:
         run = records.load_run(session, run_id)
         if run.cancel_requested:
-            result = _cancelled(rt, session, run)
-        else:
-            result = None
-            row = records.load_round(session, run_id, round)
-            previous = records.load_round(session, run_id, round - 1)
-            assert row is not None
-            evaluation = (
-                Evaluation(
-                    passed=bool(row.evaluation["passed"]),
-                    summary=str(row.evaluation["summary"])[:8000],
-                )
-                if row.evaluation
-                else None
+            _finish(rt, session, run, CANCELLED, run.rounds or None)
+            return None
+        row = records.load_round(session, run_id, round)
+        assert row is not None
+        previous = records.load_round(session, run_id, round - 1)
+        evaluation = (
+            Evaluation(
+                passed=bool(row.evaluation["passed"]),
+                summary=str(row.evaluation["summary"])[:8000],
             )
-            human = [r for r in records.all_reflections(session, run_id) if r.source == "human"]
-            request = CritiqueRequest(
-                task=run.task,
-                kind=TaskKind(run.kind),
-                output=row.output,
-                round=round,
-                evaluation=evaluation,
-                reflections=_reflections(human),
-            )
-            previous_issues = (previous.critique or {}).get("issues", []) if previous else []
-    if result is not None:
+            if row.evaluation
+            else None
+        )
+        human = [r for r in records.all_reflections(session, run_id) if r.source == "human"]
+        request = CritiqueRequest(
+            task=run.task,
+            kind=TaskKind(run.kind),
+            output=row.output,
+            round=round,
+            evaluation=evaluation,
+            reflections=_reflections(human),
+        )
+        issues = (previous.critique or {}).get("issues", []) if previous else []
+        return request, list(issues)
+
+    prepared = await rt.db.run(prepare)
+    if prepared is None:
         rt.hub.notify()
-        return result
+        return {"stop": _stop_dict(CANCELLED), "signature": None, "verdict": None}
+    request, previous_issues = prepared
     key = f"{run_id}:{round}:critic"
-    result_dto = await with_retries(rt, "critic", lambda: rt.critic.critique(request, key=key))
+    result = await with_retries(rt, "critic", lambda: rt.critic.critique(request, key=key))
     rt.metrics.stage_latency.labels("critique").observe(time.perf_counter() - started)
-    critique_doc = result_dto.model_dump(mode="json", exclude={"usage", "exchanges"})
-    signature = critique_signature(critique_doc)
+    doc = result.model_dump(mode="json", exclude={"usage", "exchanges"})
+    signature = critique_signature(doc)
     adoption: float | None = None
     if previous_issues:
-        now = {(i["dimension"], i.get("quote")) for i in critique_doc["issues"]}
-        kept = [i for i in previous_issues if (i["dimension"], i.get("quote")) in now]
+        raised_now = {(i["dimension"], i.get("quote")) for i in doc["issues"]}
+        kept = [i for i in previous_issues if (i["dimension"], i.get("quote")) in raised_now]
         adoption = round_share(len(previous_issues) - len(kept), len(previous_issues))
         rt.metrics.critic_issues.inc(len(previous_issues))
         rt.metrics.critic_issues_adopted.inc(len(previous_issues) - len(kept))
-    with session_scope(rt.engine) as session:
+
+    def commit(session: Session) -> Stop | None:
         run = records.load_run(session, run_id)
         policy = Policy.model_validate(run.policy)
         _record_call(
-            session,
-            rt,
-            run,
-            round=round,
-            role="critic",
-            stage="critique",
-            key=key,
-            result=result_dto,
+            session, rt, run, round=round, role="critic", stage="critique", key=key, result=result
         )
         row = records.load_round(session, run_id, round)
         assert row is not None
-        row.critique = critique_doc
-        row.critic_usage = result_dto.usage.model_dump(mode="json")
+        row.critique = doc
+        row.critic_usage = result.usage.model_dump(mode="json")
         row.adoption = adoption
         row.updated_at = utcnow()
         session.add(row)
-        if critique_doc["verdict"] != "pass" or evaluation_passed is False:
-            lines = [critique_doc["reflection"]] + [
+        if doc["verdict"] != "pass" or evaluation_passed is False:
+            lines = [doc["reflection"]] + [
                 f"- [{i['severity']}] {i['dimension']}: {i['suggestion']}"
                 + (f' (on: "{i["quote"][:200]}")' if i.get("quote") else "")
-                for i in critique_doc["issues"]
+                for i in doc["issues"]
             ]
             session.add(
                 Reflection(
@@ -435,14 +476,14 @@ async def critique(
             "round.critique",
             {
                 "round": round,
-                "verdict": critique_doc["verdict"],
-                "confidence": critique_doc["confidence"],
-                "issues": len(critique_doc["issues"]),
-                "error_class": critique_doc["error_class"],
+                "verdict": doc["verdict"],
+                "confidence": doc["confidence"],
+                "issues": len(doc["issues"]),
+                "error_class": doc["error_class"],
             },
         )
-        decision_input = {
-            **critique_doc,
+        decision = {
+            **doc,
             "signature": signature,
             "run_tokens": run.input_tokens + run.output_tokens,
             "run_cost": run.cost_usd,
@@ -450,21 +491,28 @@ async def critique(
         stop = after_critique(
             policy,
             round=round,
-            critique=decision_input,
+            critique=decision,
             evaluation_passed=evaluation_passed,
             previous_signature=previous_signature,
         )
         if stop is not None:
+            session.flush()
             _finish(rt, session, run, stop, round)
         else:
             records.set_status(session, run, RunStatus.revising, round=round + 1)
         session.add(run)
+        return stop
+
+    stop = await rt.db.run(commit)
     rt.hub.notify()
-    return {"stop": _stop_dict(stop), "signature": signature, "verdict": critique_doc["verdict"]}
+    return {"stop": _stop_dict(stop), "signature": signature, "verdict": doc["verdict"]}
 
 
 def round_share(part: int, whole: int) -> float:
     return round(part / whole, 4) if whole else 0.0
+
+
+# -------------------------------------------------------------------------- finish
 
 
 @DBOS.step(name="crosscheck.finish")
@@ -473,11 +521,15 @@ async def finish(
 ) -> dict[str, Any]:
     """End a run the loop could not carry on (environment failure, a peer's refusal)."""
     rt = current()
-    with session_scope(rt.engine) as session:
+
+    def work(session: Session) -> dict[str, Any]:
         run = records.load_run(session, run_id)
         if RunStatus(run.status).final:
             return {"stop": {"status": run.status, "reason": run.stop_reason}}
         stop = Stop(RunStatus(status), StopReason(reason), error_class=error_class, detail=detail)
         _finish(rt, session, run, stop, run.rounds or None)
+        return {"stop": _stop_dict(stop)}
+
+    result = await rt.db.run(work)
     rt.hub.notify()
-    return {"stop": _stop_dict(stop)}
+    return result

@@ -79,16 +79,19 @@ class PythonTestsEvaluator:
             request["entry_point"] = job.entry_point
         result = await self.sandbox.execute(request, key=key)
         tests = result.get("tests", [])
-        failed = [t for t in tests if t.get("status") != "passed"]
+        failed = [t for t in tests if t.get("status") not in ("passed", "skipped")]
+        ran = [t for t in tests if t.get("status") != "skipped"]
         passed = result.get("status") == "passed"
         if passed:
-            summary = f"all {len(tests)} test(s) passed"
+            summary = f"all {len(ran)} test(s) passed"
         else:
             lines = [
                 f"{t.get('name', '?')}: {t.get('status')} {t.get('message', '')}".strip()
                 for t in failed[:10]
             ]
-            head = f"{result.get('status')}: {len(tests) - len(failed)}/{len(tests)} test(s) passed"
+            if result.get("message"):
+                lines.insert(0, str(result["message"])[:500])
+            head = f"{result.get('status')}: {len(ran) - len(failed)}/{len(ran)} test(s) passed"
             stderr = (result.get("stderr") or "").strip()
             summary = "\n".join([head, *lines] + ([f"stderr: {stderr[-1500:]}"] if stderr else []))
         return EvaluationResult(

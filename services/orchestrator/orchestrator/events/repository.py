@@ -22,7 +22,7 @@ def append_event(session: Session, run_id: str | None, type_: str, data: dict[st
 
 
 def events_after(
-    session: Session, since: int, *, run_id: str | None = None, limit: int = 500
+    session: Session, *, since: int, run_id: str | None = None, limit: int = 500
 ) -> list[Event]:
     query = select(Event).where(col(Event.seq) > since)
     if run_id is not None:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Annotated
 
-import sqlalchemy as sa
 from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect, status
-from sqlmodel import Session
 
+from orchestrator.db import Database
 from orchestrator.deps import Reader, SessionDep, authenticate
 from orchestrator.events.hub import EventHub
 from orchestrator.events.repository import events_after
@@ -43,7 +43,7 @@ def list_events(
     limit: Annotated[int, Query(ge=1, le=1000)] = 500,
 ) -> list[EventPublic]:
     """Events after ``since``, oldest first (what a websocket would have pushed)."""
-    return [public(e) for e in events_after(session, since, run_id=run_id, limit=limit)]
+    return [public(e) for e in events_after(session, since=since, run_id=run_id, limit=limit)]
 
 
 @router.websocket("/v1/events")
@@ -53,11 +53,10 @@ async def stream_events(
     run_id: Annotated[str | None, Query(max_length=64)] = None,
 ) -> None:
     """Every event after ``since`` in order, then live ones; reconnect with the last seq seen."""
-    engine: sa.Engine = websocket.app.state.engine
+    db: Database = websocket.app.state.db
     hub: EventHub = websocket.app.state.hub
     try:
-        with Session(engine) as session:
-            principal = authenticate(websocket, session)  # type: ignore[arg-type]
+        principal = await db.read(lambda session: authenticate(websocket, session))  # type: ignore[arg-type]
         if not principal.can(Role.service, Role.reviewer):
             raise AppError("forbidden", status_code=403)
     except AppError as exc:
@@ -71,8 +70,7 @@ async def stream_events(
         while not gone.done():
             waiter.clear()
             while True:
-                with Session(engine) as session:
-                    batch = events_after(session, last, run_id=run_id)
+                batch = await db.read(partial(events_after, since=last, run_id=run_id))
                 for event in batch:
                     await websocket.send_text(public(event).model_dump_json())
                     assert event.seq is not None

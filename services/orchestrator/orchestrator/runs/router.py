@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response, status
+from sqlalchemy.exc import IntegrityError
 
+from orchestrator.db import Database
 from orchestrator.deps import Reader, ServiceCaller, SessionDep
 from orchestrator.engine.launch import start_run
 from orchestrator.runs.service import MAX_PAGE, RunService
@@ -24,14 +26,19 @@ service = RunService()
 async def create_run(
     body: RunCreate,
     caller: ServiceCaller,
-    session: SessionDep,
     request: Request,
     response: Response,
-    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+    idempotency_key: Annotated[
+        str | None, Header(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")
+    ] = None,
 ) -> RunCreated:
     """Start a reflection run; the same Idempotency-Key returns the same run."""
-    run, created = service.create(session, caller, body, idempotency_key)
-    session.commit()
+    db: Database = request.app.state.db
+    try:
+        run, created = await db.run(lambda s: service.create(s, caller, body, idempotency_key))
+    except IntegrityError:
+        # Two requests raced with one key: the loser replays the winner's run.
+        run, created = await db.run(lambda s: service.create(s, caller, body, idempotency_key))
     request.app.state.hub.notify()
     if created:
         await start_run(run.id)
@@ -59,12 +66,10 @@ def get_run(run_id: str, caller: Reader, session: SessionDep) -> RunPublic:
 
 
 @router.post("/{run_id}/cancel", response_model=RunCreated, status_code=status.HTTP_202_ACCEPTED)
-def cancel_run(
-    run_id: str, caller: ServiceCaller, session: SessionDep, request: Request
-) -> RunCreated:
+async def cancel_run(run_id: str, caller: ServiceCaller, request: Request) -> RunCreated:
     """Cancel a run; it stops before its next model or sandbox call."""
-    run, _ = service.request_cancel(session, run_id)
-    session.commit()
+    db: Database = request.app.state.db
+    run, _ = await db.run(lambda s: service.request_cancel(s, run_id))
     request.app.state.hub.notify()
     return RunCreated(id=run.id, status=RunStatus(run.status))
 

