@@ -38,6 +38,7 @@ _SECRET_SUFFIXES = ("_api_key", "_token", "_secret", "_password")
 _PATTERNS = (
     (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{4,}"), r"\1 " + REDACTED),
     (re.compile(r"\bsk-[A-Za-z0-9_-]{8,}"), REDACTED),
+    (re.compile(r"\bcc_[A-Za-z0-9_-]{16,}"), REDACTED),  # Crosscheck API tokens
     (re.compile(r"(?i)((?:x-)?api-key['\"]?\s*[:=]\s*['\"]?)[^'\"\s,}]+"), r"\1" + REDACTED),
 )
 
