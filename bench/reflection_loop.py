@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,12 @@ def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
     return ordered[index]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -93,6 +100,9 @@ class Platform:
             for r in self.supervisor.running
             if r.spec.name != "fakemodel"
         }
+
+    def cpu(self) -> dict[str, float]:
+        return {r.spec.name: cpu_seconds(r.process.pid) for r in self.supervisor.running}
 
     def set_latency(self, seconds: float) -> None:
         httpx.post(f"{self.fake_url}/_control/config", json={"latency_ms": int(seconds * 1000)})
@@ -145,11 +155,24 @@ class Finished:
 
 async def one_run(client: httpx.AsyncClient, finished: Finished) -> tuple[float, str]:
     start = time.perf_counter()
-    response = await client.post("/v1/runs", json={"task": TASK, "policy": {"max_rounds": 3}})
+    key = uuid.uuid4().hex
+    body = {"task": TASK, "policy": {"max_rounds": 3}}
+    for attempt in range(5):  # a dropped keep-alive connection is retried with the same key
+        try:
+            response = await client.post("/v1/runs", json=body, headers={"Idempotency-Key": key})
+            break
+        except httpx.TransportError:
+            if attempt == 4:
+                raise
+            await asyncio.sleep(0.1 * (attempt + 1))
     response.raise_for_status()
     data = await finished.wait(response.json()["id"])
     ok = data["status"] == "succeeded" and data["stop_reason"] == "critic_pass"
     return time.perf_counter() - start, "ok" if ok else f"{data['status']}/{data['stop_reason']}"
+
+
+def cpu_used(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {name: round(after[name] - before.get(name, 0.0), 2) for name in after}
 
 
 async def ours_sequential(platform: Platform, runs: int) -> dict[str, Any]:
@@ -162,6 +185,7 @@ async def ours_sequential(platform: Platform, runs: int) -> dict[str, Any]:
         for _ in range(5):  # warm-up
             await one_run(client, finished)
         durations, outcomes = [], []
+        cpu_before = platform.cpu()
         began = time.perf_counter()
         for _ in range(runs):
             seconds, outcome = await one_run(client, finished)
@@ -177,6 +201,7 @@ async def ours_sequential(platform: Platform, runs: int) -> dict[str, Any]:
         "p50_ms": round(percentile(durations, 50) * 1000, 2),
         "p99_ms": round(percentile(durations, 99) * 1000, 2),
         "errors": sum(o != "ok" for o in outcomes),
+        "cpu_s_by_process": cpu_used(cpu_before, platform.cpu()),
     }
 
 
@@ -189,12 +214,14 @@ async def ours_concurrent(platform: Platform, concurrency: int, lat: float) -> d
     async with httpx.AsyncClient(
         base_url=platform.url, headers=headers, limits=limits, timeout=600
     ) as client:
+        cpu_before = platform.cpu()
         began = time.perf_counter()
         results = await asyncio.gather(
             *[one_run(client, finished) for _ in range(concurrency)], return_exceptions=True
         )
         wall = time.perf_counter() - began
     await finished.stop()
+    cpu = cpu_used(cpu_before, platform.cpu())
     errors = [r for r in results if isinstance(r, BaseException) or r[1] != "ok"]
     durations = [r[0] for r in results if not isinstance(r, BaseException)]
     memory = platform.peak_memory()
@@ -208,9 +235,10 @@ async def ours_concurrent(platform: Platform, concurrency: int, lat: float) -> d
         "run_p50_s": round(percentile(durations, 50), 2) if durations else None,
         "run_p99_s": round(percentile(durations, 99), 2) if durations else None,
         "errors": len(errors),
-        "error_kinds": sorted({str(e if isinstance(e, BaseException) else e[1]) for e in errors})[
+        "error_kinds": sorted({repr(e) if isinstance(e, BaseException) else e[1] for e in errors})[
             :5
         ],
+        "cpu_s_by_process": cpu,
         "peak_rss_mb": round(sum(memory.values()), 1),
         "peak_rss_mb_by_service": memory,
     }

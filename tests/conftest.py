@@ -12,6 +12,12 @@ ISOLATED_PREFIXES = (
     "SANDBOX_",
     "FAKEMODEL_",
     "CROSSCHECK_",
+    "ORCHESTRATOR_",
+    "DATABASE_URL",
+    "POSTGRES_",
+    "ACTOR_URL",
+    "CRITIC_URL",
+    "SANDBOX_URL",
 )
 
 SERVICE_TOKEN = "test-service-token-0123456789"

@@ -1,8 +1,8 @@
 # syntax=docker/dockerfile:1
 #
 # The Crosscheck Python services that need nothing from the OS beyond python:3.11-slim:
-# one build target per service (actor, critic, fakemodel). The sandbox has its own file,
-# sandbox.Dockerfile, because its runtime stage adds bubblewrap and the system python3.
+# one build target per service (actor, critic, fakemodel, orchestrator). The sandbox has its
+# own file, sandbox.Dockerfile, because its runtime stage adds bubblewrap and the system python3.
 #
 #   docker build -f infra/docker/python-service.Dockerfile --target actor -t crosscheck-actor .
 #
@@ -10,7 +10,7 @@
 #   <svc>-venv  installs ONLY that service's distribution and its locked dependencies
 #               (uv sync --frozen --package ...) into /opt/venv, as real wheels (--no-editable);
 #   <svc>       copies that venv onto the slim runtime, runs as uid 10001.
-# Adding a service (the orchestrator, the ui) is one more pair of stages; see infra/README.md.
+# Adding a service (the ui) is one more pair of stages; see infra/README.md.
 
 # The builder and the runtime MUST use the same image: the venv is copied between them and
 # points at this image's /usr/local/bin/python3.11.
@@ -102,3 +102,25 @@ USER 10001:10001
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
     CMD ["python", "/opt/crosscheck/healthcheck.py", "FAKEMODEL_PORT"]
 ENTRYPOINT ["python", "-m", "fakemodel"]
+
+# ----------------------------------------------------------------------------- orchestrator
+# shared without its `providers` extra: no provider SDK in this image (it holds no keys). The
+# psycopg it talks to Postgres with comes from its own dependencies; its alembic migrations
+# ship inside the package (orchestrator/migrations) and run at start.
+FROM builder AS orchestrator-venv
+RUN --mount=type=cache,target=/root/.cache/uv \
+    uv sync --frozen --no-dev --no-install-workspace --package crosscheck-orchestrator
+COPY shared/shared shared/shared
+COPY services/orchestrator/orchestrator services/orchestrator/orchestrator
+RUN --mount=type=cache,target=/root/.cache/uv \
+    uv sync --frozen --no-dev --no-editable --package crosscheck-orchestrator
+
+FROM runtime AS orchestrator
+COPY --from=orchestrator-venv /opt/venv /opt/venv
+ENV ORCHESTRATOR_HOST=0.0.0.0 \
+    ORCHESTRATOR_PORT=8000
+EXPOSE 8000
+USER 10001:10001
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
+    CMD ["python", "/opt/crosscheck/healthcheck.py", "ORCHESTRATOR_PORT"]
+ENTRYPOINT ["python", "-m", "orchestrator"]

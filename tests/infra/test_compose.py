@@ -2,9 +2,10 @@
 
 The file is validated against the vendored Compose Specification schema
 (infra/compose-spec.json), then against what matters here: health checks, builds that point
-at real Dockerfiles and packages, the sandbox's hardening, where provider keys may go, and
-that nothing listens beyond 127.0.0.1. Each check returns a list of problems; the tests
-assert the real file has none and that deliberately broken copies of it do have some.
+at real Dockerfiles and packages (or pinned official images), the sandbox's hardening, where
+provider keys and the other secrets may go, the orchestrator's wiring to its peers and to
+Postgres, and that nothing listens beyond 127.0.0.1. Each check returns a list of problems;
+the tests assert the real file has none and that deliberately broken copies of it do have some.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import yaml
@@ -39,9 +40,38 @@ from tests.infra._support import (
     python_module,
 )
 
-REQUIRED_SERVICES = {"actor", "critic", "sandbox", "fakemodel"}
-TOKEN_SERVICES = {"actor", "critic", "sandbox"}
+REQUIRED_SERVICES = {"actor", "critic", "sandbox", "fakemodel", "orchestrator", "postgres"}
+TOKEN_SERVICES = {"actor", "critic", "sandbox", "orchestrator"}
 DEMO_ONLY = {"fakemodel"}
+
+
+class OfficialImage(NamedTuple):
+    """A third-party service: an official image at a pinned tag, probed by its own tool."""
+
+    image: re.Pattern[str]
+    probe: str
+
+
+# Alpine only: the compose file runs it as Alpine's postgres uid (70), Debian's is 999.
+IMAGE_SERVICES = {
+    "postgres": OfficialImage(
+        re.compile(r"^postgres:1[56](\.\d+)?-alpine(3\.\d+)?(@sha256:[0-9a-f]{64})?$"),
+        "pg_isready",
+    ),
+}
+POSTGRES_UID = "70"
+POSTGRES_DATA = "/var/lib/postgresql/data"
+# The secrets compose must refuse to start without (`${NAME:?...}`, never a default), with the
+# services that hold one as a variable of that name and the services that may see it at all.
+REQUIRED_SECRETS: dict[str, tuple[set[str], set[str]]] = {
+    "CROSSCHECK_SERVICE_TOKEN": (TOKEN_SERVICES, TOKEN_SERVICES),
+    "CROSSCHECK_ADMIN_TOKEN": ({"orchestrator"}, {"orchestrator"}),
+    "POSTGRES_PASSWORD": ({"postgres"}, {"postgres", "orchestrator"}),
+}
+DATABASE_SERVICES = {"orchestrator"}  # the only ones given DATABASE_URL
+# The orchestrator's peers: service -> the variable holding its URL.
+ORCHESTRATOR_PEERS = {"actor": "ACTOR_URL", "critic": "CRITIC_URL", "sandbox": "SANDBOX_URL"}
+EGRESS = "egress"  # the network for calling model providers
 HEALTHCHECK_SCRIPT = "/opt/crosscheck/healthcheck.py"
 # What bubblewrap's user namespaces and fresh /proc need inside Docker (infra/README.md).
 SANDBOX_SECURITY_OPT = {
@@ -52,6 +82,14 @@ SANDBOX_SECURITY_OPT = {
 }
 REQUIRED_TOKEN = re.compile(r"^\$\{CROSSCHECK_SERVICE_TOKEN:\?[^}]+\}$")
 INTERPOLATED = re.compile(r"^\$\{[A-Z0-9_]+(:?[-?][^}]*)?\}$")
+# A variable reference in a value: ${NAME<modifier>} or $NAME ($$ is a literal dollar).
+REFERENCE = re.compile(
+    r"\$\$|\$\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?P<modifier>[^}]*)\}|\$(?P<bare>[A-Za-z_]\w*)"
+)
+DATABASE_URL = re.compile(
+    r"^postgresql(\+psycopg)?://(?P<user>[^:@/]+):(?P<password>\$\{[^}]+\}|[^@]*)"
+    r"@(?P<host>[^:/@]+):(?P<port>\d+)/(?P<db>[^/?#]+)$"
+)
 
 Doc = dict[str, Any]
 
@@ -98,6 +136,49 @@ def attached_networks(service: Doc) -> set[str]:
     return set(networks)
 
 
+def depends_on(service: Doc) -> dict[str, str]:
+    """Dependency -> condition (the short list syntax means service_started)."""
+    deps = service.get("depends_on") or {}
+    if isinstance(deps, list):
+        return {str(name): "service_started" for name in deps}
+    return {name: (spec or {}).get("condition", "service_started") for name, spec in deps.items()}
+
+
+def volume_mounts(service: Doc) -> list[tuple[str, str | None, str]]:
+    """(type, source, target) of each volume, short or long syntax."""
+    mounts: list[tuple[str, str | None, str]] = []
+    for volume in service.get("volumes") or []:
+        if isinstance(volume, dict):
+            mounts.append(
+                (str(volume.get("type")), volume.get("source"), str(volume.get("target")))
+            )
+            continue
+        parts = str(volume).split(":")
+        if len(parts) == 1:
+            mounts.append(("volume", None, parts[0]))  # anonymous volume
+            continue
+        source, target = parts[0], parts[1]
+        kind = "bind" if source.startswith(("/", ".", "~", "$")) else "volume"
+        mounts.append((kind, source, target))
+    return mounts
+
+
+def required(name: str, value: str | None) -> bool:
+    """``value`` is exactly ``${name:?message}``: compose refuses to start without it."""
+    return re.fullmatch(rf"\$\{{{name}:\?[^}}]+\}}", value or "") is not None
+
+
+def references(value: str | None) -> list[tuple[str, str]]:
+    """(name, modifier) of each variable a value interpolates; ``$NAME`` has modifier ``$``."""
+    found = []
+    for match in REFERENCE.finditer(value or ""):
+        if match.group("braced"):
+            found.append((match.group("braced"), match.group("modifier")))
+        elif match.group("bare"):
+            found.append((match.group("bare"), "$"))
+    return found
+
+
 def healthcheck_port_variable(service: Doc) -> str | None:
     test = (service.get("healthcheck") or {}).get("test")
     if isinstance(test, list) and HEALTHCHECK_SCRIPT in test:
@@ -139,6 +220,11 @@ def healthcheck_problems(doc: Doc) -> list[str]:
         if not isinstance(test, list) or test[:1] not in (["CMD"], ["CMD-SHELL"]):
             problems.append(f"{name}: healthcheck test {test!r} is not a CMD list")
             continue
+        if name in IMAGE_SERVICES:
+            probe = IMAGE_SERVICES[name].probe
+            if test[:2] != ["CMD", probe]:
+                problems.append(f"{name}: healthcheck {test!r} does not run {probe}")
+            continue
         variable = healthcheck_port_variable(service)
         if variable is None:
             problems.append(f"{name}: healthcheck does not run {HEALTHCHECK_SCRIPT}")
@@ -148,9 +234,20 @@ def healthcheck_problems(doc: Doc) -> list[str]:
 
 
 def build_problems(doc: Doc) -> list[str]:
-    """Each service builds from a Dockerfile that exists, into a `python -m <pkg>` that exists."""
+    """Each service builds from a Dockerfile that exists, into a `python -m <pkg>` that exists;
+    the third-party ones run their official image at a pinned tag instead."""
     problems = []
     for name, service in services(doc).items():
+        if name in IMAGE_SERVICES:
+            image = str(service.get("image") or "")
+            if "build" in service:
+                problems.append(f"{name}: is built here instead of run from its official image")
+            if not IMAGE_SERVICES[name].image.match(image):
+                problems.append(
+                    f"{name}: image {image!r} is not the official one at a pinned version "
+                    f"({IMAGE_SERVICES[name].image.pattern})"
+                )
+            continue
         build = service.get("build")
         if not isinstance(build, dict):
             problems.append(f"{name}: no build mapping (context + dockerfile)")
@@ -228,6 +325,120 @@ def provider_problems(doc: Doc, *, allow_literals: bool = False) -> list[str]:
     return problems
 
 
+def secret_problems(doc: Doc) -> list[str]:
+    """The required secrets: always ``${NAME:?...}``, and only where they are needed."""
+    problems = []
+    for name, service in services(doc).items():
+        env = environment(service)
+        for secret, (holders, _) in REQUIRED_SECRETS.items():
+            if secret not in env and name in holders:
+                problems.append(f"{name}: no {secret}")
+            if secret in env and name not in holders:
+                problems.append(f"{name}: is given {secret}")
+        for key, value in env.items():
+            if key in REQUIRED_SECRETS and not required(key, value):
+                problems.append(f"{name}: {key} is {value!r}, not ${{{key}:?...}}")
+            for secret, modifier in references(value):
+                if secret not in REQUIRED_SECRETS:
+                    continue
+                if name not in REQUIRED_SECRETS[secret][1]:
+                    problems.append(f"{name}: {key} interpolates {secret}")
+                if not re.fullmatch(r":\?.+", modifier):
+                    problems.append(
+                        f"{name}: {key} uses {secret} without :? (compose would not "
+                        "refuse to start without it)"
+                    )
+    return problems
+
+
+def database_problems(doc: Doc) -> list[str]:
+    """Postgres: official, internal-only, on a named volume, password-protected, probed over
+    TCP; only the orchestrator gets a DATABASE_URL, which points at it and waits for it."""
+    postgres = services(doc).get("postgres")
+    if postgres is None:
+        return ["no postgres service"]
+    problems = []
+    env = environment(postgres)
+    user, db = env.get("POSTGRES_USER"), env.get("POSTGRES_DB")
+    if user != "crosscheck" or db != "crosscheck":
+        problems.append(f"postgres: POSTGRES_USER/POSTGRES_DB are {user!r}/{db!r}, not crosscheck")
+    if env.get("POSTGRES_HOST_AUTH_METHOD") not in (None, "scram-sha-256"):
+        problems.append(f"postgres: POSTGRES_HOST_AUTH_METHOD {env['POSTGRES_HOST_AUTH_METHOD']!r}")
+    if str(postgres.get("user", "")).split(":")[0] != POSTGRES_UID:
+        problems.append(
+            f"postgres: user {postgres.get('user')!r} is not the image's {POSTGRES_UID}"
+        )
+    if postgres.get("ports") or postgres.get("expose"):
+        problems.append("postgres: publishes or exposes ports")
+    if outside := attached_networks(postgres) - internal_networks(doc):
+        problems.append(f"postgres: joins non-internal networks {sorted(outside)}")
+    declared = set(doc.get("volumes") or {})
+    data = [m for m in volume_mounts(postgres) if m[2].rstrip("/") == POSTGRES_DATA]
+    if not data:
+        problems.append(f"postgres: nothing mounted on {POSTGRES_DATA} (data lost on recreate)")
+    for kind, source, _ in data:
+        if kind != "volume" or source not in declared:
+            problems.append(
+                f"postgres: {POSTGRES_DATA} is on {kind} {source!r}, not a named volume"
+            )
+    test = (postgres.get("healthcheck") or {}).get("test") or []
+    if not any(str(a).startswith(("--host=", "-h")) for a in test):
+        problems.append("postgres: pg_isready probes the socket (ready during initdb); give --host")
+
+    for name, service in services(doc).items():
+        url = environment(service).get("DATABASE_URL")
+        if url is None:
+            if name in DATABASE_SERVICES:
+                problems.append(f"{name}: no DATABASE_URL")
+            continue
+        if name not in DATABASE_SERVICES:
+            problems.append(f"{name}: is given DATABASE_URL")
+            continue
+        match = DATABASE_URL.match(url)
+        if match is None:
+            problems.append(
+                f"{name}: DATABASE_URL {url!r} is not postgresql://user:pw@host:port/db"
+            )
+            continue
+        if not required("POSTGRES_PASSWORD", match.group("password")):
+            problems.append(f"{name}: DATABASE_URL's password is not ${{POSTGRES_PASSWORD:?...}}")
+        expected = {"user": user, "host": "postgres", "port": "5432", "db": db}
+        for part, value in expected.items():
+            if match.group(part) != value:
+                problems.append(
+                    f"{name}: DATABASE_URL {part} is {match.group(part)!r}, not {value!r}"
+                )
+        if depends_on(service).get("postgres") != "service_healthy":
+            problems.append(f"{name}: does not wait for postgres to be healthy")
+    return problems
+
+
+def orchestrator_problems(doc: Doc) -> list[str]:
+    """The orchestrator reaches its peers by service name, waits for them, has an admin."""
+    orchestrator = services(doc).get("orchestrator")
+    if orchestrator is None:
+        return ["no orchestrator service"]
+    problems = []
+    env = environment(orchestrator)
+    internal = internal_networks(doc)
+    for peer, variable in ORCHESTRATOR_PEERS.items():
+        peer_service = services(doc).get(peer) or {}
+        port = environment(peer_service).get(f"{peer.upper()}_PORT")
+        if env.get(variable) != f"http://{peer}:{port}":
+            problems.append(
+                f"orchestrator: {variable} is {env.get(variable)!r}, not http://{peer}:{port}"
+            )
+        if depends_on(orchestrator).get(peer) not in ("service_started", "service_healthy"):
+            problems.append(f"orchestrator: does not depend on {peer}")
+        if not attached_networks(orchestrator) & attached_networks(peer_service) & internal:
+            problems.append(f"orchestrator: shares no internal network with {peer}")
+    if not env.get("ORCHESTRATOR_EXECUTOR_ID"):
+        problems.append("orchestrator: no ORCHESTRATOR_EXECUTOR_ID (stable per replica)")
+    if "CROSSCHECK_ADMIN_TOKEN" not in env:
+        problems.append("orchestrator: no CROSSCHECK_ADMIN_TOKEN (nobody could mint tokens)")
+    return problems
+
+
 def port_problems(doc: Doc) -> list[str]:
     problems = []
     for name, service in services(doc).items():
@@ -274,6 +485,8 @@ def network_problems(doc: Doc) -> list[str]:
             problems.append(f"{name}: joins undeclared networks {sorted(undeclared)}")
         if not attached & internal:
             problems.append(f"{name}: is on no internal network")
+        if EGRESS in attached and name not in PROVIDER_SERVICES:
+            problems.append(f"{name}: joins {EGRESS}, which only the provider callers need")
         if service.get("ports") and not attached - internal:
             problems.append(f"{name}: publishes ports but sits only on internal networks")
     return problems
@@ -301,6 +514,9 @@ def hardening_problems(doc: Doc) -> list[str]:
         for volume in service.get("volumes") or []:
             if "docker.sock" in json.dumps(volume):
                 problems.append(f"{name}: mounts the Docker socket")
+        for kind, source, target in volume_mounts(service):
+            if kind != "volume":
+                problems.append(f"{name}: mounts {kind} {source!r} on {target}")
         if service.get("use_api_socket"):
             problems.append(f"{name}: is given the Docker API socket")
     return problems
@@ -353,7 +569,10 @@ ALL_CHECKS: tuple[Callable[[Doc], list[str]], ...] = (
     build_problems,
     restart_problems,
     token_problems,
+    secret_problems,
     provider_problems,
+    database_problems,
+    orchestrator_problems,
     port_problems,
     listen_problems,
     network_problems,
@@ -514,6 +733,215 @@ BROKEN: dict[str, tuple[Callable[[Doc], None], Callable[[Doc], list[str]]]] = {
     ),
     "sandbox volume": (_set("services.sandbox.volumes", ["./:/src:ro"]), sandbox_problems),
     "sandbox no init": (_delete("services.sandbox.init"), sandbox_problems),
+    # the orchestrator and its database
+    "orchestrator gets a key": (
+        _env("orchestrator", "ANTHROPIC_API_KEY", "${ANTHROPIC_API_KEY:-}"),
+        provider_problems,
+    ),
+    "orchestrator gets a base url": (
+        _env("orchestrator", "OPENAI_BASE_URL", "${OPENAI_BASE_URL:-}"),
+        provider_problems,
+    ),
+    "orchestrator env_file": (_set("services.orchestrator.env_file", [".env"]), provider_problems),
+    "postgres gets a key": (
+        _env("postgres", "OPENAI_API_KEY", "${OPENAI_API_KEY:-}"),
+        provider_problems,
+    ),
+    "orchestrator wrong target": (
+        _set("services.orchestrator.build.target", "actor"),
+        build_problems,
+    ),
+    "orchestrator no token": (
+        _delete("services.orchestrator.environment.CROSSCHECK_SERVICE_TOKEN"),
+        token_problems,
+    ),
+    "orchestrator on egress": (
+        _set("services.orchestrator.networks", ["internal", "edge", "egress"]),
+        network_problems,
+    ),
+    "orchestrator publishes from internal only": (
+        _set("services.orchestrator.networks", ["internal"]),
+        network_problems,
+    ),
+    "orchestrator port on all interfaces": (
+        _set("services.orchestrator.ports", ["8000:8000"]),
+        port_problems,
+    ),
+    "orchestrator listens on loopback": (
+        _env("orchestrator", "ORCHESTRATOR_HOST", "127.0.0.1"),
+        listen_problems,
+    ),
+    "orchestrator healthcheck on another port": (
+        _set(
+            "services.orchestrator.healthcheck.test",
+            ["CMD", "python", HEALTHCHECK_SCRIPT, "ACTOR_PORT"],
+        ),
+        healthcheck_problems,
+    ),
+    "no admin token": (
+        _delete("services.orchestrator.environment.CROSSCHECK_ADMIN_TOKEN"),
+        orchestrator_problems,
+    ),
+    "no admin token (secrets)": (
+        _delete("services.orchestrator.environment.CROSSCHECK_ADMIN_TOKEN"),
+        secret_problems,
+    ),
+    "defaulted admin token": (
+        _env(
+            "orchestrator", "CROSSCHECK_ADMIN_TOKEN", "${CROSSCHECK_ADMIN_TOKEN:-0123456789abcdef}"
+        ),
+        secret_problems,
+    ),
+    "literal admin token": (
+        _env("orchestrator", "CROSSCHECK_ADMIN_TOKEN", "0123456789abcdef0123"),
+        secret_problems,
+    ),
+    "admin token elsewhere": (
+        _env("critic", "CROSSCHECK_ADMIN_TOKEN", "${CROSSCHECK_ADMIN_TOKEN:?set it}"),
+        secret_problems,
+    ),
+    "admin token smuggled in another variable": (
+        _env("sandbox", "EXTRA", "x-${CROSSCHECK_ADMIN_TOKEN:?set it}"),
+        secret_problems,
+    ),
+    "defaulted postgres password": (
+        _env("postgres", "POSTGRES_PASSWORD", "${POSTGRES_PASSWORD:-postgres}"),
+        secret_problems,
+    ),
+    "literal postgres password": (
+        _env("postgres", "POSTGRES_PASSWORD", "postgres"),
+        secret_problems,
+    ),
+    "optional password in the url": (
+        _env(
+            "orchestrator",
+            "DATABASE_URL",
+            "postgresql://crosscheck:${POSTGRES_PASSWORD}@postgres:5432/crosscheck",
+        ),
+        secret_problems,
+    ),
+    "literal password in the url": (
+        _env("orchestrator", "DATABASE_URL", "postgresql://crosscheck:pw@postgres:5432/crosscheck"),
+        database_problems,
+    ),
+    "postgres password elsewhere": (
+        _env("actor", "PGPASSWORD", "${POSTGRES_PASSWORD:?set it}"),
+        secret_problems,
+    ),
+    "no database url": (
+        _delete("services.orchestrator.environment.DATABASE_URL"),
+        database_problems,
+    ),
+    "sqlite in the container": (
+        _env("orchestrator", "DATABASE_URL", "sqlite:///var/crosscheck.sqlite"),
+        database_problems,
+    ),
+    "database url elsewhere": (
+        _env(
+            "actor",
+            "DATABASE_URL",
+            "postgresql://crosscheck:${POSTGRES_PASSWORD:?x}@postgres:5432/crosscheck",
+        ),
+        database_problems,
+    ),
+    "database on localhost": (
+        _env(
+            "orchestrator",
+            "DATABASE_URL",
+            "postgresql://crosscheck:${POSTGRES_PASSWORD:?x}@localhost:5432/crosscheck",
+        ),
+        database_problems,
+    ),
+    "database user mismatch": (_env("postgres", "POSTGRES_USER", "postgres"), database_problems),
+    "database name mismatch": (_env("postgres", "POSTGRES_DB", "app"), database_problems),
+    "orchestrator does not wait for postgres": (
+        _delete("services.orchestrator.depends_on.postgres"),
+        database_problems,
+    ),
+    "orchestrator waits only for postgres to start": (
+        _set("services.orchestrator.depends_on.postgres.condition", "service_started"),
+        database_problems,
+    ),
+    "postgres published": (
+        _set("services.postgres.ports", ["127.0.0.1:5432:5432"]),
+        database_problems,
+    ),
+    "postgres on egress": (
+        _set("services.postgres.networks", ["internal", "egress"]),
+        database_problems,
+    ),
+    "postgres on egress (networks)": (
+        _set("services.postgres.networks", ["internal", "egress"]),
+        network_problems,
+    ),
+    "postgres without a volume": (_delete("services.postgres.volumes"), database_problems),
+    "postgres on a bind mount": (
+        _set("services.postgres.volumes", ["./pgdata:/var/lib/postgresql/data"]),
+        database_problems,
+    ),
+    "postgres bind mount (hardening)": (
+        _set("services.postgres.volumes", ["./pgdata:/var/lib/postgresql/data"]),
+        hardening_problems,
+    ),
+    "postgres on an undeclared volume": (
+        _set("services.postgres.volumes", ["pgdata:/var/lib/postgresql/data"]),
+        database_problems,
+    ),
+    "postgres trusts everyone": (
+        _env("postgres", "POSTGRES_HOST_AUTH_METHOD", "trust"),
+        database_problems,
+    ),
+    "postgres as another uid": (_set("services.postgres.user", "999:999"), database_problems),
+    "postgres as root": (_set("services.postgres.user", "0:0"), hardening_problems),
+    "postgres without user": (_delete("services.postgres.user"), hardening_problems),
+    "postgres writable root": (_set("services.postgres.read_only", False), hardening_problems),
+    "postgres with capabilities": (
+        _set("services.postgres.cap_add", ["CHOWN", "SETUID", "SETGID"]),
+        hardening_problems,
+    ),
+    "postgres latest": (_set("services.postgres.image", "postgres:latest"), build_problems),
+    "postgres untagged": (_set("services.postgres.image", "postgres"), build_problems),
+    "postgres on debian": (_set("services.postgres.image", "postgres:16"), build_problems),
+    "postgres lookalike": (
+        _set("services.postgres.image", "bitnami/postgresql:16"),
+        build_problems,
+    ),
+    "postgres built here": (
+        _set("services.postgres.build", {"context": ".", "dockerfile": "pg.Dockerfile"}),
+        build_problems,
+    ),
+    "postgres not probed by pg_isready": (
+        _set("services.postgres.healthcheck.test", ["CMD", "true"]),
+        healthcheck_problems,
+    ),
+    "postgres probed on its socket": (
+        _set("services.postgres.healthcheck.test", ["CMD", "pg_isready", "-U", "crosscheck"]),
+        database_problems,
+    ),
+    "postgres only in a profile": (
+        _set("services.postgres.profiles", ["db"]),
+        service_set_problems,
+    ),
+    "orchestrator peer on loopback": (
+        _env("orchestrator", "SANDBOX_URL", "http://127.0.0.1:8003"),
+        orchestrator_problems,
+    ),
+    "orchestrator peer on the wrong port": (
+        _env("orchestrator", "CRITIC_URL", "http://critic:8001"),
+        orchestrator_problems,
+    ),
+    "orchestrator does not wait for a peer": (
+        _delete("services.orchestrator.depends_on.actor"),
+        orchestrator_problems,
+    ),
+    "orchestrator no executor id": (
+        _delete("services.orchestrator.environment.ORCHESTRATOR_EXECUTOR_ID"),
+        orchestrator_problems,
+    ),
+    "orchestrator not on the sandbox's network": (
+        _set("services.orchestrator.networks", ["edge"]),
+        orchestrator_problems,
+    ),
     "demo service always on": (_delete("services.fakemodel.profiles"), service_set_problems),
     "sandbox only in a profile": (
         _set("services.sandbox.profiles", ["demo"]),
@@ -602,14 +1030,25 @@ needs_compose = pytest.mark.skipif(
 )
 
 
-def _compose_config(*files, token: str | None) -> subprocess.CompletedProcess[str]:
+def _required_env(service_token: str) -> dict[str, str]:
+    """A value for every required secret (what the CLI tests start from)."""
+    values = {name: f"{name.lower()}-for-tests-0123456789" for name in REQUIRED_SECRETS}
+    values["CROSSCHECK_SERVICE_TOKEN"] = service_token
+    return values
+
+
+def _compose_config(*files, secrets: dict[str, str]) -> subprocess.CompletedProcess[str]:
     assert COMPOSE_CLI is not None
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CROSSCHECK_")}
-    if token is not None:
-        env["CROSSCHECK_SERVICE_TOKEN"] = token
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("CROSSCHECK_", "POSTGRES_", "ORCHESTRATOR_"))
+    }
+    env.update(secrets)
     args = [arg for f in files for arg in ("-f", str(f))]
     return subprocess.run(
-        [*COMPOSE_CLI, *args, "--profile", "demo", "config", "--quiet"],
+        # --env-file: a developer's .env must not supply what the test leaves out.
+        [*COMPOSE_CLI, "--env-file", os.devnull, *args, "--profile", "demo", "config", "--quiet"],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -621,14 +1060,40 @@ def _compose_config(*files, token: str | None) -> subprocess.CompletedProcess[st
 
 @needs_compose
 def test_compose_cli_accepts_the_files(service_token):
-    result = _compose_config(COMPOSE_FILE, token=service_token)
+    secrets = _required_env(service_token)
+    result = _compose_config(COMPOSE_FILE, secrets=secrets)
     assert result.returncode == 0, result.stderr
-    result = _compose_config(COMPOSE_FILE, DEMO_OVERRIDE, token=service_token)
+    result = _compose_config(COMPOSE_FILE, DEMO_OVERRIDE, secrets=secrets)
     assert result.returncode == 0, result.stderr
 
 
 @needs_compose
-def test_compose_cli_refuses_to_start_without_the_token():
-    result = _compose_config(COMPOSE_FILE, token=None)
+@pytest.mark.parametrize("missing", sorted(REQUIRED_SECRETS))
+def test_compose_cli_refuses_to_start_without_a_required_secret(service_token, missing):
+    secrets = {k: v for k, v in _required_env(service_token).items() if k != missing}
+    result = _compose_config(COMPOSE_FILE, secrets=secrets)
     assert result.returncode != 0
-    assert "CROSSCHECK_SERVICE_TOKEN" in result.stderr
+    assert missing in result.stderr
+
+
+# ------------------------------------------------------------ what the operator must set
+def test_the_required_variables_are_exactly_the_secrets_and_are_documented():
+    """Every `${NAME:?...}` in the stack is a known secret, and infra/README.md says how to
+    set it; a new required variable must be documented before compose demands it."""
+    text = COMPOSE_FILE.read_text() + DEMO_OVERRIDE.read_text()
+    required_names = set(re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*):\?", text))
+    assert required_names == set(REQUIRED_SECRETS)
+    readme = (REPO / "infra" / "README.md").read_text()
+    for name in sorted(required_names):
+        assert f"{name}=" in readme, f"{name} is required but infra/README.md never sets it"
+
+
+def test_the_published_ports_are_documented():
+    readme = (REPO / "infra" / "README.md").read_text()
+    for name, service in services(compose()).items():
+        for port in service.get("ports") or []:
+            published = str(port.get("published") if isinstance(port, dict) else port)
+            variable = re.search(r"\$\{([A-Z_]+):-(\d+)\}", published)
+            assert variable, f"{name}: published port {published!r} is not ${{VAR:-default}}"
+            assert variable.group(1) in readme, f"{name}: {variable.group(1)} not in the README"
+            assert f"127.0.0.1:{variable.group(2)}" in readme, name

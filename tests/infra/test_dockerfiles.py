@@ -266,12 +266,33 @@ def test_dockerfile_has_no_problems(path: Path):
     assert all_problems(load_dockerfile(path)) == []
 
 
-def test_the_python_service_file_builds_actor_critic_and_fakemodel():
+def test_the_python_service_file_builds_actor_critic_fakemodel_and_orchestrator():
     df = load_dockerfile(PYTHON_SERVICE)
     modules = {
         s.name: python_module(exec_form(s.all("ENTRYPOINT")[-1].args)) for s in df.service_stages()
     }
-    assert modules == {"actor": "actor", "critic": "critic", "fakemodel": "fakemodel"}
+    assert modules == {
+        "actor": "actor",
+        "critic": "critic",
+        "fakemodel": "fakemodel",
+        "orchestrator": "orchestrator",
+    }
+
+
+def test_the_orchestrator_image_listens_on_8000_without_provider_settings():
+    df = load_dockerfile(PYTHON_SERVICE)
+    stage = df.stage("orchestrator")
+    assert stage is not None
+    env = df.env(stage)
+    assert env["ORCHESTRATOR_PORT"] == "8000"
+    assert env["ORCHESTRATOR_HOST"] == "0.0.0.0"
+    assert not [name for name in env if re.match(r"(OPENAI|ANTHROPIC)_", name)]
+    venv = df.stage("orchestrator-venv")
+    assert venv is not None
+    syncs = [i.args for i in venv.all("RUN") if "uv sync" in i.args]
+    assert syncs, "orchestrator-venv runs no uv sync"
+    # shared comes in as a plain dependency: no `providers` extra, no SDKs.
+    assert not [a for a in syncs if "--extra" in a or "--all-extras" in a], syncs
 
 
 def test_the_sandbox_image_has_bubblewrap_and_system_python():
@@ -344,6 +365,23 @@ BROKEN = {
         SANDBOX, "FROM ${PYTHON_IMAGE} AS runtime", "FROM python:3.12-slim AS runtime"
     ),
     "port mismatch": lambda: _broken(PYTHON_SERVICE, "EXPOSE 8002", "EXPOSE 8020"),
+    "orchestrator port mismatch": lambda: _broken(PYTHON_SERVICE, "EXPOSE 8000", "EXPOSE 8080"),
+    "orchestrator without its source": lambda: _broken(
+        PYTHON_SERVICE,
+        "COPY services/orchestrator/orchestrator services/orchestrator/orchestrator\n",
+        "",
+    ),
+    "orchestrator without shared": lambda: _drop_lines(
+        PYTHON_SERVICE, r"COPY shared/shared shared/shared"
+    ),
+    "orchestrator venv of another service": lambda: _broken(
+        PYTHON_SERVICE, "--package crosscheck-orchestrator", "--package crosscheck-actor"
+    ),
+    "orchestrator healthcheck on another port": lambda: _broken(
+        PYTHON_SERVICE,
+        '"/opt/crosscheck/healthcheck.py", "ORCHESTRATOR_PORT"',
+        '"/opt/crosscheck/healthcheck.py", "ACTOR_PORT"',
+    ),
     "localhost only": lambda: _broken(PYTHON_SERVICE, "ACTOR_HOST=0.0.0.0", "ACTOR_HOST=127.0.0.1"),
     "baked secret": lambda: _broken(
         PYTHON_SERVICE, "ENV ACTOR_HOST=0.0.0.0", "ENV OPENAI_API_KEY=sk-123 ACTOR_HOST=0.0.0.0"

@@ -134,7 +134,13 @@ SERVICES = service_packages()
 
 
 def test_every_service_image_is_covered():
-    assert {module for module, _ in SERVICES} >= {"actor", "critic", "sandbox", "fakemodel"}
+    assert {module for module, _ in SERVICES} >= {
+        "actor",
+        "critic",
+        "sandbox",
+        "fakemodel",
+        "orchestrator",
+    }
 
 
 @pytest.mark.parametrize(("module", "dist"), SERVICES, ids=[m for m, _ in SERVICES])
@@ -149,6 +155,34 @@ def test_the_sandbox_image_has_no_provider_sdk():
     assert "crosscheck-sandbox" in closure
     assert "crosscheck-shared" in closure
     assert not closure & PROVIDER_SDKS, sorted(closure & PROVIDER_SDKS)
+
+
+def test_the_orchestrator_image_has_no_provider_sdk():
+    """It reaches models through the actor and the critic only; shared comes without the
+    `providers` extra."""
+    closure = locked_closure("crosscheck-orchestrator")
+    assert {"crosscheck-orchestrator", "crosscheck-shared"} <= closure
+    assert not closure & PROVIDER_SDKS, sorted(closure & PROVIDER_SDKS)
+
+
+def test_the_orchestrator_image_has_what_it_loads_by_name():
+    """What no import statement shows: SQLAlchemy and DBOS load the psycopg (3) driver for a
+    postgresql:// DATABASE_URL by dialect name, alembic renders migrations through mako, and
+    ``python -m orchestrator`` serves with uvicorn."""
+    closure = locked_closure("crosscheck-orchestrator")
+    for needed in ("psycopg", "psycopg-binary", "sqlalchemy", "alembic", "mako", "dbos", "uvicorn"):
+        assert needed in closure, needed
+
+
+def test_the_orchestrator_migrations_ship_in_its_package():
+    """The image installs a wheel (--no-editable): alembic's script_location is the
+    package's own migrations/ folder, so it must be inside the package."""
+    member = member_for_package("orchestrator")
+    assert member is not None
+    migrations = package_dir(member, "orchestrator") / "migrations"
+    assert (migrations / "env.py").is_file()
+    assert (migrations / "script.py.mako").is_file()
+    assert list((migrations / "versions").glob("*.py"))
 
 
 def test_the_actor_and_critic_images_have_both_provider_sdks():

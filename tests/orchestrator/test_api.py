@@ -225,3 +225,9 @@ class TestEvents:
             with pytest.raises(websockets.exceptions.InvalidStatus):
                 async with websockets.connect(url.replace("http", "ws") + "/v1/events"):
                     pass
+
+
+class TestHugeNumbers:
+    async def test_sequence_and_cursor_beyond_64_bits_are_4xx(self, api):
+        assert (await api.get("/v1/events", params={"since": 2**63})).status_code == 422
+        assert (await api.get("/v1/runs", params={"cursor": str(2**63)})).status_code == 400

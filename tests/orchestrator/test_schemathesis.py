@@ -53,7 +53,8 @@ def test_no_input_causes_a_server_error(orchestrator_url):
 
         @given(case=operation.as_strategy())
         @settings(
-            max_examples=25,
+            max_examples=50,
+            derandomize=True,  # reproducible in CI; found the 64-bit overflow when random
             deadline=None,
             database=None,
             suppress_health_check=list(HealthCheck),

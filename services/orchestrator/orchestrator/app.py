@@ -27,7 +27,7 @@ from orchestrator.evaluators.base import Evaluator, JsonSchemaEvaluator, PythonT
 from orchestrator.events.hub import EventHub
 from orchestrator.events.router import router as events_router
 from orchestrator.metrics import Metrics
-from orchestrator.peers.http import HttpActor, HttpCritic, HttpSandbox, peer_client
+from orchestrator.peers.http import HttpActor, HttpCritic, HttpSandbox, Peer, peer_clients
 from orchestrator.runs.router import router as runs_router
 from orchestrator.settings import OrchestratorSettings
 from shared.contracts import ServiceInfo
@@ -57,26 +57,24 @@ def create_app(
             with session_scope(engine) as session:
                 TokenService().bootstrap_admin(session, settings.admin_token.get_secret_value())
         token = settings.service_token.get_secret_value()
-        clients: dict[str, httpx.AsyncClient] = {}
+        peers: dict[str, Peer] = {}
         for name, url in (
             ("actor", settings.actor_url),
             ("critic", settings.critic_url),
             ("sandbox", settings.sandbox_url),
         ):
-            client = peer_client(url, token, settings.peer_timeout_s)
-            if peer_transports and name in peer_transports:
-                client._transport = peer_transports[name]
-            clients[name] = client
+            transport = (peer_transports or {}).get(name)
+            peers[name] = Peer(name, peer_clients(url, token, settings.peer_timeout_s, transport))
         evaluators: dict[str, Evaluator] = {
-            "python_tests": PythonTestsEvaluator(HttpSandbox(clients["sandbox"])),
+            "python_tests": PythonTestsEvaluator(HttpSandbox(peers["sandbox"])),
             "json_schema": JsonSchemaEvaluator(),
         }
         runtime.install(
             runtime.Runtime(
                 settings=settings,
                 db=db,
-                actor=HttpActor(clients["actor"]),
-                critic=HttpCritic(clients["critic"]),
+                actor=HttpActor(peers["actor"]),
+                critic=HttpCritic(peers["critic"]),
                 evaluators=evaluators,
                 hub=hub,
                 metrics=metrics,
@@ -99,8 +97,8 @@ def create_app(
         finally:
             DBOS.destroy(workflow_completion_timeout_sec=0)
             runtime.install(None)
-            for client in clients.values():
-                await client.aclose()
+            for peer in peers.values():
+                await peer.aclose()
             db.close()
 
     async def ready() -> str | None:

@@ -8,15 +8,7 @@ import anthropic
 import httpx2
 
 from shared.logging import get_logger
-from shared.providers.base import (
-    BaseProvider,
-    ModelCall,
-    RawReply,
-    TransientError,
-    classify_status,
-    parse_retry_after,
-    upstream_rejected,
-)
+from shared.providers.base import BaseProvider, ModelCall, RawReply, sdk_errors
 from shared.providers.pricing import PriceTable
 
 log = get_logger("crosscheck.providers.anthropic")
@@ -88,25 +80,8 @@ class AnthropicProvider(BaseProvider):
         }
         if self.send_temperature:
             request["temperature"] = call.temperature
-        try:
+        with sdk_errors(self.name, anthropic):
             response = await self._create(request)
-        except anthropic.APITimeoutError as exc:
-            raise TransientError(
-                "request timed out", retry_after=None, timeout=True, status=None
-            ) from exc
-        except anthropic.APIConnectionError as exc:
-            raise TransientError(
-                f"connection failed: {exc}", retry_after=None, timeout=False, status=None
-            ) from exc
-        except anthropic.APIStatusError as exc:
-            if classify_status(exc.status_code):
-                raise TransientError(
-                    f"HTTP {exc.status_code}",
-                    retry_after=parse_retry_after(exc.response.headers),
-                    timeout=False,
-                    status=exc.status_code,
-                ) from exc
-            raise upstream_rejected(self.name, exc.status_code, exc.message) from exc
         payload: Any = ""
         for block in response.content:
             if block.type == "tool_use" and block.name == schema_name:

@@ -11,7 +11,8 @@ import json
 import random
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any, Generic, Protocol, TypeVar
@@ -328,6 +329,30 @@ def _repair_prompt(original: str, payload: Any, problems: list[str]) -> str:
         f"Previous reply (do not repeat its mistakes):\n{shown[:4000]}\n"
         "Answer again with one object that follows the required schema exactly.\n</repair>"
     )
+
+
+@contextmanager
+def sdk_errors(provider: str, sdk: Any) -> Iterator[None]:
+    """Map an official SDK's errors (both SDKs name them alike) onto our taxonomy."""
+    try:
+        yield
+    except sdk.APITimeoutError as exc:
+        raise TransientError(
+            "request timed out", retry_after=None, timeout=True, status=None
+        ) from exc
+    except sdk.APIConnectionError as exc:
+        raise TransientError(
+            f"connection failed: {exc}", retry_after=None, timeout=False, status=None
+        ) from exc
+    except sdk.APIStatusError as exc:
+        if classify_status(exc.status_code):
+            raise TransientError(
+                f"HTTP {exc.status_code}",
+                retry_after=parse_retry_after(exc.response.headers),
+                timeout=False,
+                status=exc.status_code,
+            ) from exc
+        raise upstream_rejected(provider, exc.status_code, exc.message) from exc
 
 
 def classify_status(status: int) -> bool:

@@ -7,15 +7,7 @@ from typing import Any
 import httpx2
 import openai
 
-from shared.providers.base import (
-    BaseProvider,
-    ModelCall,
-    RawReply,
-    TransientError,
-    classify_status,
-    parse_retry_after,
-    upstream_rejected,
-)
+from shared.providers.base import BaseProvider, ModelCall, RawReply, sdk_errors
 from shared.providers.pricing import PriceTable
 
 
@@ -63,25 +55,8 @@ class OpenAIProvider(BaseProvider):
                 "json_schema": {"name": schema_name, "schema": schema, "strict": True},
             },
         }
-        try:
+        with sdk_errors(self.name, openai):
             response = await self.client.chat.completions.create(**request)
-        except openai.APITimeoutError as exc:
-            raise TransientError(
-                "request timed out", retry_after=None, timeout=True, status=None
-            ) from exc
-        except openai.APIConnectionError as exc:
-            raise TransientError(
-                f"connection failed: {exc}", retry_after=None, timeout=False, status=None
-            ) from exc
-        except openai.APIStatusError as exc:
-            if classify_status(exc.status_code):
-                raise TransientError(
-                    f"HTTP {exc.status_code}",
-                    retry_after=parse_retry_after(exc.response.headers),
-                    timeout=False,
-                    status=exc.status_code,
-                ) from exc
-            raise upstream_rejected(self.name, exc.status_code, exc.message) from exc
         choice = response.choices[0] if response.choices else None
         payload: Any = ""
         if choice is not None:

@@ -21,6 +21,7 @@ router = APIRouter(tags=["events"])
 # A safety net for writers in other processes (another replica, a CLI): poll this often
 # even when no local notification arrives.
 POLL_S = 1.0
+MAX_SEQ = 2**62  # beyond any sequence number; larger values would overflow the database
 
 
 def public(event: Event) -> EventPublic:
@@ -38,7 +39,7 @@ def public(event: Event) -> EventPublic:
 def list_events(
     caller: Reader,
     session: SessionDep,
-    since: Annotated[int, Query(ge=0)] = 0,
+    since: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
     run_id: Annotated[str | None, Query(max_length=64)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 500,
 ) -> list[EventPublic]:
@@ -49,7 +50,7 @@ def list_events(
 @router.websocket("/v1/events")
 async def stream_events(
     websocket: WebSocket,
-    since: Annotated[int, Query(ge=0)] = 0,
+    since: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
     run_id: Annotated[str | None, Query(max_length=64)] = None,
 ) -> None:
     """Every event after ``since`` in order, then live ones; reconnect with the last seq seen."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Protocol
 
 import httpx
@@ -29,6 +30,38 @@ class CriticPeer(Protocol):
 
 class SandboxPeer(Protocol):
     async def execute(self, job: dict[str, Any], *, key: str) -> dict[str, Any]: ...
+
+
+SHARDS = 8
+CONNECTIONS_PER_SHARD = 4
+
+
+class Peer:
+    """Keep-alive clients to one peer: a few small pools instead of one big one.
+
+    httpcore rescans every queued request against every connection of a pool whenever a
+    request finishes, which made one 200-connection pool the orchestrator's largest CPU cost
+    under load. Small pools, each behind a semaphore of its size, keep every scan short.
+    """
+
+    def __init__(self, name: str, clients: list[httpx.AsyncClient]) -> None:
+        self.name = name
+        self.clients = clients
+        self._slots = [asyncio.Semaphore(CONNECTIONS_PER_SHARD) for _ in clients]
+        self._next = 0
+
+    async def post(self, path: str, body: dict[str, Any], key: str) -> dict[str, Any]:
+        free = [i for i, slot in enumerate(self._slots) if not slot.locked()]
+        if free:
+            index = free[0]
+        else:
+            index = self._next = (self._next + 1) % len(self.clients)
+        async with self._slots[index]:
+            return await post_json(self.clients[index], self.name, path, body, key)
+
+    async def aclose(self) -> None:
+        for client in self.clients:
+            await client.aclose()
 
 
 async def post_json(
@@ -68,56 +101,55 @@ def _detail(response: httpx.Response) -> str:
 
 
 class HttpActor:
-    def __init__(self, client: httpx.AsyncClient) -> None:
-        self.client = client
+    def __init__(self, peer: Peer) -> None:
+        self.peer = peer
 
     async def draft(self, request: DraftRequest, *, key: str) -> ActorResult:
-        body = await post_json(
-            self.client, "actor", "/v1/draft", request.model_dump(mode="json"), key
-        )
+        body = await self.peer.post("/v1/draft", request.model_dump(mode="json"), key)
         return ActorResult.model_validate(body)
 
     async def revise(self, request: ReviseRequest, *, key: str) -> ActorResult:
-        body = await post_json(
-            self.client, "actor", "/v1/revise", request.model_dump(mode="json"), key
-        )
+        body = await self.peer.post("/v1/revise", request.model_dump(mode="json"), key)
         return ActorResult.model_validate(body)
 
 
 class HttpCritic:
-    def __init__(self, client: httpx.AsyncClient) -> None:
-        self.client = client
+    def __init__(self, peer: Peer) -> None:
+        self.peer = peer
 
     async def critique(self, request: CritiqueRequest, *, key: str) -> CritiqueResult:
-        body = await post_json(
-            self.client, "critic", "/v1/critique", request.model_dump(mode="json"), key
-        )
+        body = await self.peer.post("/v1/critique", request.model_dump(mode="json"), key)
         return CritiqueResult.model_validate(body)
 
 
 class HttpSandbox:
-    def __init__(self, client: httpx.AsyncClient) -> None:
-        self.client = client
+    def __init__(self, peer: Peer) -> None:
+        self.peer = peer
 
     async def execute(self, job: dict[str, Any], *, key: str) -> dict[str, Any]:
-        result = await post_json(self.client, "sandbox", "/v1/execute", job, key)
+        result = await self.peer.post("/v1/execute", job, key)
         if result.get("error_class") == "environment":
-            raise PeerUnavailable(
-                f"sandbox could not run the job: {result.get('stderr', '')[:300]}"
-            )
+            reason = result.get("message") or result.get("stderr") or "no detail"
+            raise PeerUnavailable(f"sandbox could not run the job: {str(reason)[:300]}")
         return result
 
 
-def peer_client(
+def peer_clients(
     base_url: str,
     token: str,
     timeout_s: float,
     transport: httpx.AsyncBaseTransport | None = None,
-) -> httpx.AsyncClient:
-    return httpx.AsyncClient(
-        base_url=base_url,
-        transport=transport,
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=httpx.Timeout(timeout_s, connect=5.0),
-        limits=httpx.Limits(max_connections=200, max_keepalive_connections=100),
-    )
+) -> list[httpx.AsyncClient]:
+    return [
+        httpx.AsyncClient(
+            base_url=base_url,
+            transport=transport,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=httpx.Timeout(timeout_s, connect=5.0),
+            limits=httpx.Limits(
+                max_connections=CONNECTIONS_PER_SHARD,
+                max_keepalive_connections=CONNECTIONS_PER_SHARD,
+            ),
+        )
+        for _ in range(SHARDS if transport is None else 1)
+    ]

@@ -131,7 +131,7 @@ class RunService:
         if status is not None:
             query = query.where(Run.status == status.value)
         if cursor:
-            if not cursor.isdigit():
+            if not cursor.isdigit() or int(cursor) > 2**62:
                 raise BadRequest("cursor is not valid: pass the next_cursor of a previous page")
             query = query.where(col(Run.seq) < int(cursor))
         rows = list(session.exec(query.order_by(col(Run.seq).desc()).limit(limit + 1)))
