@@ -51,12 +51,10 @@ def _banner(p: Plan, sup: Supervisor, credentials: Path) -> None:
             "[bold yellow]DEMO MODE: the model is scripted, not a real LLM.[/] "
             f"Missing: {', '.join(p.missing_keys)}. Set the keys to use real providers."
         )
-    for var, what in (
-        ("CROSSCHECK_ADMIN_TOKEN", "admin token for the runs API (mints other tokens)"),
-        ("CROSSCHECK_SERVICE_TOKEN", "token between services (actor, critic, sandbox)"),
-    ):
-        value = "from your environment" if os.environ.get(var) else p.env[var]
-        console.print(f"{var} ({what}): {value}")
+    console.print(
+        f"Tokens are not printed: the admin token (CROSSCHECK_TOKEN) and the service token "
+        f"(CROSSCHECK_SERVICE_TOKEN) are in {credentials} (mode 0600)."
+    )
     console.print(f"`crosscheck run` reads the URL and admin token from {credentials}.")
     console.print("Press Ctrl-C to stop everything.")
 

@@ -117,6 +117,7 @@ def write_credentials(env: dict[str, str], directory: Path) -> Path:
     path.write_text(
         f"CROSSCHECK_URL={orchestrator.url(env)}\n"
         f"CROSSCHECK_TOKEN={env['CROSSCHECK_ADMIN_TOKEN']}\n"
+        f"CROSSCHECK_SERVICE_TOKEN={env['CROSSCHECK_SERVICE_TOKEN']}\n"
     )
     return path
 

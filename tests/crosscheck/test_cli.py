@@ -161,7 +161,12 @@ class TestSettings:
 
     def test_options_then_environment_then_the_file_up_writes(self, tmp_path):
         write_credentials(
-            {"CROSSCHECK_ADMIN_TOKEN": "from-file", "ORCHESTRATOR_PORT": "8123"}, tmp_path / "var"
+            {
+                "CROSSCHECK_ADMIN_TOKEN": "from-file",
+                "CROSSCHECK_SERVICE_TOKEN": "service-from-file",
+                "ORCHESTRATOR_PORT": "8123",
+            },
+            tmp_path / "var",
         )
         from_file = resolve_settings(environ={}, cwd=tmp_path)
         assert (from_file.url, from_file.token) == ("http://127.0.0.1:8123", "from-file")

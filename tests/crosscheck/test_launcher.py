@@ -99,6 +99,11 @@ class TestUp:
             banner = "".join(lines)
             assert "Crosscheck is up" in banner, banner
             assert "DEMO MODE: the model is scripted" in banner
+            assert token not in banner
+            assert "launcher-admin-token-0123456789" not in banner
+            credentials = tmp_path / "var" / "crosscheck.env"
+            assert credentials.stat().st_mode & 0o777 == 0o600
+            assert f"CROSSCHECK_SERVICE_TOKEN={token}" in credentials.read_text()
             headers = {"Authorization": f"Bearer {token}"}
             actor = f"http://127.0.0.1:{ports['ACTOR']}"
             critic = f"http://127.0.0.1:{ports['CRITIC']}"
