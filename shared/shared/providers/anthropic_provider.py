@@ -5,11 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import anthropic
-import httpx2
 
 from shared.logging import get_logger
 from shared.providers.base import BaseProvider, ModelCall, RawReply, sdk_errors
-from shared.providers.pricing import PriceTable
 
 log = get_logger("crosscheck.providers.anthropic")
 
@@ -19,30 +17,11 @@ class AnthropicProvider(BaseProvider):
 
     name = "anthropic"
 
-    def __init__(
-        self,
-        *,
-        api_key: str,
-        base_url: str | None,
-        timeout_s: float,
-        prices: PriceTable,
-        http_client: httpx2.AsyncClient | None = None,
-        **retry: Any,
-    ) -> None:
-        super().__init__(prices=prices, **retry)
-        # SDK 2.x has no `temperature` argument; the wire field goes in `extra_body` until the
-        # API refuses it once, after which this provider stops sending it (and says so).
-        self.send_temperature = True
-        self.client = anthropic.AsyncAnthropic(
-            api_key=api_key,
-            base_url=base_url,
-            timeout=timeout_s,
-            max_retries=0,
-            http_client=http_client,
-        )
-
-    async def aclose(self) -> None:
-        await self.client.close()
+    client: anthropic.AsyncAnthropic
+    sdk_client = anthropic.AsyncAnthropic
+    # SDK 2.x has no `temperature` argument: the wire field goes in `extra_body` until the
+    # API refuses it once; from then on this provider stops sending it (and says so).
+    send_temperature = True
 
     async def _create(self, request: dict[str, Any]) -> anthropic.types.Message:
         params = {k: v for k, v in request.items() if k != "temperature"}

@@ -151,15 +151,28 @@ class BaseProvider(ABC):
     """Retries, repair and accounting around one SDK call (implemented by subclasses)."""
 
     name: str = "base"
+    sdk_client: Any  # the official SDK's async client class
 
     def __init__(
         self,
         *,
+        api_key: str,
+        base_url: str | None,
+        timeout_s: float,
         prices: PriceTable,
+        http_client: Any = None,
         max_attempts: int = 5,
         retry_initial_s: float = 0.5,
         retry_max_wait_s: float = 30.0,
     ) -> None:
+        # Our own backoff wraps each call; the SDK's retries are off so they do not multiply.
+        self.client = self.sdk_client(
+            api_key=api_key,
+            base_url=base_url,
+            timeout=timeout_s,
+            max_retries=0,
+            http_client=http_client,
+        )
         self.prices = prices
         self.max_attempts = max_attempts
         self.retry_initial_s = retry_initial_s
@@ -172,7 +185,7 @@ class BaseProvider(ABC):
         """One SDK request. Raise ``TransientError`` for what is worth retrying."""
 
     async def aclose(self) -> None:
-        return None
+        await self.client.close()
 
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx2
 import openai
 
 from shared.providers.base import BaseProvider, ModelCall, RawReply, sdk_errors
-from shared.providers.pricing import PriceTable
 
 
 class OpenAIProvider(BaseProvider):
@@ -16,28 +14,8 @@ class OpenAIProvider(BaseProvider):
 
     name = "openai"
 
-    def __init__(
-        self,
-        *,
-        api_key: str,
-        base_url: str | None,
-        timeout_s: float,
-        prices: PriceTable,
-        http_client: httpx2.AsyncClient | None = None,
-        **retry: Any,
-    ) -> None:
-        super().__init__(prices=prices, **retry)
-        # Our own backoff wraps the call; the SDK's retries are off so they do not multiply.
-        self.client = openai.AsyncOpenAI(
-            api_key=api_key,
-            base_url=base_url,
-            timeout=timeout_s,
-            max_retries=0,
-            http_client=http_client,
-        )
-
-    async def aclose(self) -> None:
-        await self.client.close()
+    client: openai.AsyncOpenAI
+    sdk_client = openai.AsyncOpenAI
 
     async def _send(
         self, call: ModelCall, schema_name: str, schema: dict[str, Any], user: str

@@ -8,6 +8,7 @@ from shared.contracts import Critique, Provider, Stage, Verdict
 from shared.errors import (
     ConfigurationError,
     InvalidModelOutput,
+    UpstreamError,
     UpstreamTimeout,
     UpstreamUnavailable,
 )
@@ -161,3 +162,25 @@ class TestConfiguration:
     def test_missing_key_names_the_variable(self, kind, var):
         with pytest.raises(ConfigurationError, match=var):
             build_provider(kind, ProviderSettings())
+
+
+class TestAnthropicTemperature:
+    async def test_temperature_is_sent_until_the_api_refuses_it(self, fake_model):
+        fake_model.faults({"status": 400, "message": "temperature: Extra inputs are not permitted"})
+        provider = provider_for(Provider.anthropic, fake_model)
+        await provider.structured(critique_call(Provider.anthropic), Critique, "critique")
+        await provider.structured(critique_call(Provider.anthropic), Critique, "critique")
+        await provider.aclose()
+        first, second, third = fake_model.requests()
+        assert first["status"] == 400
+        assert first["body"]["temperature"] == 0.2
+        assert "temperature" not in second["body"]
+        assert "temperature" not in third["body"]
+
+    async def test_other_bad_requests_are_not_retried(self, fake_model):
+        fake_model.faults({"status": 400, "message": "max_tokens: too large"})
+        provider = provider_for(Provider.anthropic, fake_model)
+        with pytest.raises(UpstreamError, match="rejected the request"):
+            await provider.structured(critique_call(Provider.anthropic), Critique, "critique")
+        await provider.aclose()
+        assert len(fake_model.requests()) == 1
