@@ -223,3 +223,45 @@ class TokenCreated(WireModel):
     name: str
     role: Role
     token: str = Field(description="Shown once; only its hash is stored.")
+
+
+class ReviewKind(StrEnum):
+    pre_critique = "pre_critique"
+    escalation = "escalation"
+
+
+class ReviewStatus(StrEnum):
+    pending = "pending"
+    claimed = "claimed"
+    resolved = "resolved"
+    expired = "expired"
+
+
+class ReviewSummary(WireModel):
+    id: str
+    run_id: str
+    round: int
+    kind: ReviewKind
+    status: ReviewStatus
+    reason: str | None = None
+    task: str
+    claimed_by: str | None = None
+    lease_expires_at: datetime | None = None
+    deadline: datetime | None = None
+    created_at: datetime
+
+
+class ReviewPublic(ReviewSummary):
+    context: dict[str, Any]
+    decision: dict[str, Any] | None = None
+
+
+class ReviewPage(WireModel):
+    items: list[ReviewSummary]
+    next_cursor: str | None = None
+
+
+class ClaimRequest(WireModel):
+    lease_s: Annotated[int, Field(ge=1, le=3600)] = Field(
+        default=300, description="How long the claim holds; claim again to renew."
+    )

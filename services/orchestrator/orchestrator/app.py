@@ -28,6 +28,7 @@ from orchestrator.events.hub import EventHub
 from orchestrator.events.router import router as events_router
 from orchestrator.metrics import Metrics
 from orchestrator.peers.http import HttpActor, HttpCritic, HttpSandbox, Peer, peer_clients
+from orchestrator.reviews.router import router as reviews_router
 from orchestrator.runs.router import router as runs_router
 from orchestrator.settings import OrchestratorSettings
 from shared.contracts import ServiceInfo
@@ -121,6 +122,7 @@ def create_app(
     app.state.hub = hub
     app.state.metrics = metrics
     app.include_router(runs_router)
+    app.include_router(reviews_router)
     app.include_router(events_router)
     app.include_router(tokens_router)
 

@@ -59,4 +59,5 @@ def require(*roles: Role) -> Callable[[Request, Session], Principal]:
 
 ServiceCaller = Annotated[Principal, Depends(require(Role.service))]
 Reader = Annotated[Principal, Depends(require(Role.service, Role.reviewer))]
+Reviewer = Annotated[Principal, Depends(require(Role.reviewer))]
 Admin = Annotated[Principal, Depends(require())]

@@ -1,0 +1,1 @@
+"""Review items: paused runs and escalations waiting for a person."""

@@ -1,0 +1,68 @@
+"""Review queue API: what waits for a person, and who holds it."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Query, Request
+
+from orchestrator.db import Database
+from orchestrator.deps import Reader, Reviewer, SessionDep
+from orchestrator.reviews.service import ReviewService
+from shared.orchestration import (
+    ClaimRequest,
+    ReviewKind,
+    ReviewPage,
+    ReviewPublic,
+    ReviewStatus,
+    ReviewSummary,
+)
+
+router = APIRouter(prefix="/v1/reviews", tags=["reviews"])
+service = ReviewService()
+
+
+@router.get("", response_model=ReviewPage)
+def list_reviews(
+    caller: Reader,
+    session: SessionDep,
+    status_filter: Annotated[ReviewStatus | None, Query(alias="status")] = None,
+    kind: ReviewKind | None = None,
+    run_id: Annotated[str | None, Query(max_length=64)] = None,
+    cursor: Annotated[str | None, Query(max_length=20)] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> ReviewPage:
+    """Review items, newest first; a lapsed claim counts as pending."""
+    return service.list(
+        session, status=status_filter, kind=kind, run_id=run_id, cursor=cursor, limit=limit
+    )
+
+
+@router.get("/{review_id}", response_model=ReviewPublic)
+def get_review(review_id: str, caller: Reader, session: SessionDep) -> ReviewPublic:
+    """One item with everything needed to decide it."""
+    return service.get(session, review_id)
+
+
+@router.post("/{review_id}/claim", response_model=ReviewSummary)
+async def claim_review(
+    review_id: str,
+    reviewer: Reviewer,
+    request: Request,
+    body: Annotated[ClaimRequest | None, Body()] = None,
+) -> ReviewSummary:
+    """Hold an item for a while (claim again to renew); someone else's claim is a 409."""
+    db: Database = request.app.state.db
+    lease_s = (body or ClaimRequest()).lease_s
+    summary = await db.run(lambda s: service.claim(s, reviewer, review_id, lease_s))
+    request.app.state.hub.notify()
+    return summary
+
+
+@router.post("/{review_id}/release", response_model=ReviewSummary)
+async def release_review(review_id: str, reviewer: Reviewer, request: Request) -> ReviewSummary:
+    """Give an item back to the queue."""
+    db: Database = request.app.state.db
+    summary = await db.run(lambda s: service.release(s, reviewer, review_id))
+    request.app.state.hub.notify()
+    return summary

@@ -1,0 +1,186 @@
+"""Review queue use cases: list, read with context, claim with a lease, release.
+
+A claim is a lease: it lapses by itself at ``lease_expires_at`` (the item is then pending
+again for everyone), the holder renews it by claiming again, and nobody else can take the
+item while it holds. On Postgres the row is locked for the check-and-set; on SQLite every
+write already goes through one thread.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import and_, or_
+from sqlmodel import Session, col, select
+
+from orchestrator.auth.service import Principal
+from orchestrator.engine import records
+from orchestrator.events.repository import append_event
+from orchestrator.tables import ReviewItem, Run, utcnow
+from shared.errors import BadRequest, Conflict, NotFound
+from shared.orchestration import (
+    ReviewKind,
+    ReviewPage,
+    ReviewPublic,
+    ReviewStatus,
+    ReviewSummary,
+)
+
+
+def _aware(moment: datetime | None) -> datetime | None:
+    """SQLite hands back naive datetimes; every stored time is UTC."""
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=UTC)
+
+
+def effective_status(item: ReviewItem, now: datetime) -> ReviewStatus:
+    lease = _aware(item.lease_expires_at)
+    if item.status == ReviewStatus.claimed.value and lease is not None and lease <= now:
+        return ReviewStatus.pending  # the lease lapsed: the item is free again
+    return ReviewStatus(item.status)
+
+
+class ReviewService:
+    def list(
+        self,
+        session: Session,
+        *,
+        status: ReviewStatus | None,
+        kind: ReviewKind | None,
+        run_id: str | None,
+        cursor: str | None,
+        limit: int,
+    ) -> ReviewPage:
+        now = utcnow()
+        claimed = col(ReviewItem.status) == ReviewStatus.claimed.value
+        lapsed = and_(claimed, col(ReviewItem.lease_expires_at) <= now)
+        query = select(ReviewItem, Run.task).join(Run, col(Run.id) == col(ReviewItem.run_id))
+        if status is ReviewStatus.pending:
+            query = query.where(or_(col(ReviewItem.status) == status.value, lapsed))
+        elif status is ReviewStatus.claimed:
+            query = query.where(claimed, col(ReviewItem.lease_expires_at) > now)
+        elif status is not None:
+            query = query.where(col(ReviewItem.status) == status.value)
+        if kind is not None:
+            query = query.where(col(ReviewItem.kind) == kind.value)
+        if run_id is not None:
+            query = query.where(col(ReviewItem.run_id) == run_id)
+        if cursor:
+            if not cursor.isdigit() or int(cursor) > 2**62:
+                raise BadRequest("cursor is not valid: pass the next_cursor of a previous page")
+            query = query.where(col(ReviewItem.seq) < int(cursor))
+        rows = list(session.exec(query.order_by(col(ReviewItem.seq).desc()).limit(limit + 1)))
+        page, more = rows[:limit], len(rows) > limit
+        return ReviewPage(
+            items=[self._summary(item, task, now) for item, task in page],
+            next_cursor=str(page[-1][0].seq) if more and page else None,
+        )
+
+    def get(self, session: Session, review_id: str) -> ReviewPublic:
+        item = self._load(session, review_id)
+        run = records.load_run(session, item.run_id)
+        summary = self._summary(item, run.task, utcnow())
+        return ReviewPublic(
+            **summary.model_dump(),
+            context=self._context(session, item, run),
+            decision=item.decision,
+        )
+
+    def claim(
+        self, session: Session, principal: Principal, review_id: str, lease_s: int
+    ) -> ReviewSummary:
+        item = self._load(session, review_id, lock=True)
+        now = utcnow()
+        status = effective_status(item, now)
+        if status in (ReviewStatus.resolved, ReviewStatus.expired):
+            raise Conflict(f"review {review_id} is already {status.value}")
+        if status is ReviewStatus.claimed and item.claimed_by != principal.id:
+            until = _aware(item.lease_expires_at)
+            raise Conflict(
+                f"review {review_id} is claimed by {item.claimed_by} until "
+                f"{until.isoformat() if until else 'further notice'}"
+            )
+        renewal = status is ReviewStatus.claimed
+        item.status = ReviewStatus.claimed.value
+        item.claimed_by = principal.id
+        item.lease_expires_at = now + timedelta(seconds=lease_s)
+        session.add(item)
+        append_event(
+            session,
+            item.run_id,
+            "review.renewed" if renewal else "review.claimed",
+            {
+                "review_id": item.id,
+                "by": principal.id,
+                "until": item.lease_expires_at.isoformat(),
+            },
+        )
+        return self._summary(item, records.load_run(session, item.run_id).task, now)
+
+    def release(self, session: Session, principal: Principal, review_id: str) -> ReviewSummary:
+        item = self._load(session, review_id, lock=True)
+        now = utcnow()
+        if (
+            effective_status(item, now) is not ReviewStatus.claimed
+            or item.claimed_by != principal.id
+        ):
+            raise Conflict(f"review {review_id} is not claimed by you")
+        item.status = ReviewStatus.pending.value
+        item.claimed_by = None
+        item.lease_expires_at = None
+        session.add(item)
+        append_event(session, item.run_id, "review.released", {"review_id": item.id})
+        return self._summary(item, records.load_run(session, item.run_id).task, now)
+
+    @staticmethod
+    def _load(session: Session, review_id: str, *, lock: bool = False) -> ReviewItem:
+        query = select(ReviewItem).where(ReviewItem.id == review_id)
+        if lock:
+            query = query.with_for_update()
+        item = session.exec(query).first()
+        if item is None:
+            raise NotFound(f"review {review_id} does not exist")
+        return item
+
+    @staticmethod
+    def _summary(item: ReviewItem, task: str, now: datetime) -> ReviewSummary:
+        status = effective_status(item, now)
+        held = status is ReviewStatus.claimed
+        return ReviewSummary(
+            id=item.id,
+            run_id=item.run_id,
+            round=item.round,
+            kind=ReviewKind(item.kind),
+            status=status,
+            reason=item.reason,
+            task=task.split("\n", 1)[0][:300],
+            claimed_by=item.claimed_by if held else None,
+            lease_expires_at=_aware(item.lease_expires_at) if held else None,
+            deadline=_aware(item.deadline),
+            created_at=_aware(item.created_at) or item.created_at,
+        )
+
+    @staticmethod
+    def _context(session: Session, item: ReviewItem, run: Run) -> dict[str, object]:
+        """What a reviewer reads: the task, this round's output beside the previous one,
+        evaluator results, earlier critiques and reflections."""
+        rounds = records.all_rounds(session, run.id)
+        current = next((r for r in rounds if r.number == item.round), None)
+        previous = next((r for r in rounds if r.number == item.round - 1), None)
+        return {
+            **item.context,
+            "task": run.task,
+            "kind": run.kind,
+            "round": item.round,
+            "output": current.output if current else None,
+            "previous_output": previous.output if previous else None,
+            "evaluation": current.evaluation if current else None,
+            "critiques": [
+                {"round": r.number, **r.critique} for r in rounds if r.critique is not None
+            ],
+            "reflections": [
+                {"round": f.round, "source": f.source, "author": f.author, "content": f.content}
+                for f in records.all_reflections(session, run.id)
+            ],
+        }
