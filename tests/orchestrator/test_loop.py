@@ -312,3 +312,20 @@ class TestCodeTasks:
             next(c for c in fake_model.requests() if c["stage"] == "revise")["body"]
         )
         assert "failed evaluation" in revise_prompt
+
+
+class TestLowConfidence:
+    async def test_an_unsure_critic_hands_the_run_to_a_person(self, api, fake_model):
+        unsure = {**critique(), "confidence": 0.3}
+        fake_model.script({"stage": "critique", "response": unsure})
+        run_id = await start(api, task="Explain tides.", policy={"review": "on_low_confidence"})
+        run = await wait_for(api, run_id)
+        assert run["status"] == "awaiting_review"
+        assert [c["stage"] for c in fake_model.requests()] == ["draft", "critique"]
+        reviews = (await api.get("/v1/reviews", params={"run_id": run_id})).json()["items"]
+        assert [(r["kind"], r["reason"]) for r in reviews] == [("pre_critique", "low_confidence")]
+
+    async def test_a_confident_critic_carries_on(self, api, fake_model):
+        run_id = await start(api, task="Explain tides.", policy={"review": "on_low_confidence"})
+        run = await wait_for(api, run_id)
+        assert run["status"] == "succeeded"

@@ -45,7 +45,7 @@ from shared.contracts import (
     TaskKind,
 )
 from shared.contracts import Reflection as ReflectionDTO
-from shared.orchestration import Policy, RunStatus, StopReason
+from shared.orchestration import Policy, ReviewMode, RunStatus, StopReason
 
 T = TypeVar("T")
 CANCELLED = Stop(RunStatus.cancelled, StopReason.cancelled, error_class="none", detail="cancelled")
@@ -369,14 +369,14 @@ async def evaluate(run_id: str, round: int, pause_after: bool) -> dict[str, Any]
     return {"passed": passed, "stop": _stop_dict(stop), "paused": stop is None and pause_after}
 
 
-def _pause(session: Session, run: Run, round: int) -> None:
+def _pause(session: Session, run: Run, round: int, reason: str = "before_critique") -> None:
     item = ReviewItem(
         id=new_id("rev"),
         run_id=run.id,
         round=round,
         kind="pre_critique",
         status="pending",
-        reason="before_critique",
+        reason=reason,
         context={"task": run.task, "round": round},
     )
     session.add(item)
@@ -446,7 +446,10 @@ async def critique(
         rt.metrics.critic_issues.inc(len(previous_issues))
         rt.metrics.critic_issues_adopted.inc(len(previous_issues) - len(kept))
 
+    paused = False
+
     def commit(session: Session) -> Stop | None:
+        nonlocal paused
         run = records.load_run(session, run_id)
         policy = Policy.model_validate(run.policy)
         _record_call(
@@ -498,6 +501,12 @@ async def critique(
         if stop is not None:
             session.flush()
             _finish(rt, session, run, stop, round)
+        elif (
+            policy.review is ReviewMode.on_low_confidence
+            and doc["confidence"] < policy.review_confidence_threshold
+        ):
+            paused = True  # the critic is unsure: a person decides before anyone revises
+            _pause(session, run, round, reason="low_confidence")
         else:
             records.set_status(session, run, RunStatus.revising, round=round + 1)
         session.add(run)
@@ -505,7 +514,12 @@ async def critique(
 
     stop = await rt.db.run(commit)
     rt.hub.notify()
-    return {"stop": _stop_dict(stop), "signature": signature, "verdict": doc["verdict"]}
+    return {
+        "stop": _stop_dict(stop),
+        "signature": signature,
+        "verdict": doc["verdict"],
+        "paused": paused,
+    }
 
 
 def round_share(part: int, whole: int) -> float:

@@ -66,5 +66,7 @@ async def _loop(run_id: str) -> str:
         verdict = await critique(run_id, number, signature, passed)
         if (status := _stopped(verdict)) is not None:
             return status
+        if verdict.get("paused"):
+            return RunStatus.awaiting_review.value
         signature = verdict["signature"]
         number, stage = number + 1, "revise"
