@@ -265,3 +265,42 @@ class ClaimRequest(WireModel):
     lease_s: Annotated[int, Field(ge=1, le=3600)] = Field(
         default=300, description="How long the claim holds; claim again to renew."
     )
+
+
+class DecisionAction(StrEnum):
+    comment = "comment"
+    approve = "approve"
+    edit = "edit"
+    reject = "reject"
+    retry = "retry"
+
+
+class DecisionRequest(WireModel):
+    """What a reviewer decided. ``comment`` becomes a binding human reflection."""
+
+    action: DecisionAction
+    comment: Annotated[str, StringConstraints(min_length=1, max_length=8000)] | None = None
+    output: Annotated[str, StringConstraints(min_length=1, max_length=MAX_OUTPUT_CHARS)] | None = (
+        None
+    )
+    finish: bool = Field(default=False, description="With edit: accept the edited output as final.")
+    rounds: Annotated[int, Field(ge=1, le=10)] = Field(
+        default=1, description="With retry: how many more rounds the run may take."
+    )
+
+    @model_validator(mode="after")
+    def _fields_fit_the_action(self) -> DecisionRequest:
+        if self.action is DecisionAction.comment and not self.comment:
+            raise ValueError("a comment decision needs the comment text")
+        if self.action is DecisionAction.edit and not self.output:
+            raise ValueError("an edit decision needs the edited output")
+        if self.output is not None and self.action is not DecisionAction.edit:
+            raise ValueError("only an edit decision takes an output")
+        return self
+
+
+class DecisionResult(WireModel):
+    review_id: str
+    run_id: str
+    action: DecisionAction
+    run_status: RunStatus

@@ -17,6 +17,13 @@ async def start_run(run_id: str) -> None:
         await DBOS.start_workflow_async(run_workflow, run_id)
 
 
+async def start_segment(run_id: str, segment_id: str, start_round: int, start_stage: str) -> None:
+    """Resume a run after a decision: a new workflow, keyed by the decision, so a repeat of
+    the same decision cannot start it twice."""
+    with SetWorkflowID(f"{run_id}:{segment_id}"):
+        await DBOS.start_workflow_async(run_workflow, run_id, start_round, start_stage)
+
+
 async def start_orphans(engine: sa.Engine) -> int:
     """Runs stored but never started (a crash between commit and start) are started now."""
     active = [

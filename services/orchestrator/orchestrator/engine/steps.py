@@ -547,3 +547,29 @@ async def finish(
     result = await rt.db.run(work)
     rt.hub.notify()
     return result
+
+
+# -------------------------------------------------------------------------- resume
+
+
+@DBOS.step(name="crosscheck.resume_state")
+async def resume_state(run_id: str, round: int, stage: str) -> dict[str, Any]:
+    """What a resumed segment needs to apply the same rules the first one did."""
+    rt = current()
+
+    def work(session: Session) -> dict[str, Any]:
+        rounds = records.all_rounds(session, run_id)
+        upto = round if stage == "critique" else round - 1
+        earlier = [r for r in rounds if r.number <= upto]
+        before = next((r for r in rounds if r.number == round - 1), None)
+        current_round = next((r for r in rounds if r.number == round), None)
+        evaluation = current_round.evaluation if current_round and stage == "critique" else None
+        return {
+            "hashes": [r.output_hash for r in earlier],
+            "signature": critique_signature(before.critique)
+            if before and before.critique
+            else None,
+            "passed": bool(evaluation["passed"]) if evaluation else None,
+        }
+
+    return await rt.db.run(work)

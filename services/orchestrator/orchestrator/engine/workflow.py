@@ -12,7 +12,7 @@ from typing import Any
 from dbos import DBOS
 
 from orchestrator.engine.policy import needs_review_before_critique
-from orchestrator.engine.steps import act, critique, evaluate, finish
+from orchestrator.engine.steps import act, critique, evaluate, finish, resume_state
 from orchestrator.peers.errors import PeerRejected, PeerUnavailable
 from shared.orchestration import Policy, RunStatus, StopReason
 
@@ -20,9 +20,11 @@ WORKFLOW_NAME = "crosscheck.run"
 
 
 @DBOS.workflow(name=WORKFLOW_NAME)
-async def run_workflow(run_id: str) -> str:
+async def run_workflow(run_id: str, start_round: int = 1, start_stage: str = "draft") -> str:
+    """One segment of a run: from the start, or from where a reviewer's decision resumes it
+    (``critique`` of a round a person looked at, or ``revise`` after a retry)."""
     try:
-        return await _loop(run_id)
+        return await _loop(run_id, start_round, start_stage)
     except PeerUnavailable as exc:
         result = await finish(
             run_id, RunStatus.escalated.value, StopReason.environment.value, "environment", str(exc)
@@ -42,21 +44,28 @@ def _stopped(result: dict[str, Any]) -> str | None:
     return str(stop["status"]) if stop else None
 
 
-async def _loop(run_id: str) -> str:
+async def _loop(run_id: str, number: int, stage: str) -> str:
     seen_hashes: list[str] = []
     signature: str | None = None
-    number, stage = 1, "draft"
+    passed: bool | None = None
+    if stage != "draft":
+        state = await resume_state(run_id, number, stage)
+        seen_hashes, signature, passed = state["hashes"], state["signature"], state["passed"]
     while True:
-        out = await act(run_id, number, stage, 1, seen_hashes)
-        if out.get("shrank"):
-            out = await act(run_id, number, stage, 2, seen_hashes)
-        if (status := _stopped(out)) is not None:
-            return status
-        seen_hashes.append(out["output_hash"])
-        policy = Policy.model_validate(out["policy"])
-        pause = needs_review_before_critique(policy, number)
-        passed: bool | None = None
-        if out["evaluator"] != "none" or pause:
+        if stage == "critique":  # resumed after a person looked at this round's output
+            resumed, stage = True, "revise"
+        else:
+            resumed = False
+            out = await act(run_id, number, stage, 1, seen_hashes)
+            if out.get("shrank"):
+                out = await act(run_id, number, stage, 2, seen_hashes)
+            if (status := _stopped(out)) is not None:
+                return status
+            seen_hashes.append(out["output_hash"])
+            policy = Policy.model_validate(out["policy"])
+            pause = needs_review_before_critique(policy, number)
+            passed = None
+        if not resumed and (out["evaluator"] != "none" or pause):
             evaluation = await evaluate(run_id, number, pause)
             if (status := _stopped(evaluation)) is not None:
                 return status

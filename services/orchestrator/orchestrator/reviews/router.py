@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Query, Request
+from fastapi import APIRouter, Body, Header, Query, Request
 
 from orchestrator.db import Database
 from orchestrator.deps import Reader, Reviewer, SessionDep
+from orchestrator.engine.launch import start_segment
 from orchestrator.reviews.service import ReviewService
 from shared.orchestration import (
     ClaimRequest,
+    DecisionRequest,
+    DecisionResult,
     ReviewKind,
     ReviewPage,
     ReviewPublic,
@@ -66,3 +69,24 @@ async def release_review(review_id: str, reviewer: Reviewer, request: Request) -
     summary = await db.run(lambda s: service.release(s, reviewer, review_id))
     request.app.state.hub.notify()
     return summary
+
+
+@router.post("/{review_id}/decision", response_model=DecisionResult)
+async def decide_review(
+    review_id: str,
+    body: DecisionRequest,
+    reviewer: Reviewer,
+    request: Request,
+    idempotency_key: Annotated[
+        str | None, Header(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")
+    ] = None,
+) -> DecisionResult:
+    """Decide a claimed item: comment, approve, edit, reject, or (escalations) retry."""
+    db: Database = request.app.state.db
+    result, resume = await db.run(
+        lambda s: service.decide(s, reviewer, review_id, body, idempotency_key)
+    )
+    request.app.state.hub.notify()
+    if resume is not None:
+        await start_segment(resume.run_id, resume.segment, resume.round, resume.stage)
+    return result

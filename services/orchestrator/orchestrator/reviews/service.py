@@ -8,6 +8,7 @@ write already goes through one thread.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import and_, or_
@@ -15,16 +16,53 @@ from sqlmodel import Session, col, select
 
 from orchestrator.auth.service import Principal
 from orchestrator.engine import records
+from orchestrator.engine.policy import Stop, output_hash
 from orchestrator.events.repository import append_event
-from orchestrator.tables import ReviewItem, Run, utcnow
-from shared.errors import BadRequest, Conflict, NotFound
+from orchestrator.tables import Reflection, ReviewItem, Run, utcnow
+from shared.errors import AppError, BadRequest, Conflict, NotFound
 from shared.orchestration import (
+    DecisionAction,
+    DecisionRequest,
+    DecisionResult,
+    Policy,
     ReviewKind,
     ReviewPage,
     ReviewPublic,
     ReviewStatus,
     ReviewSummary,
+    RunStatus,
+    StopReason,
 )
+
+
+class Unprocessable(AppError):
+    status_code = 422
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Where a decided run carries on: a new workflow segment keyed by the review."""
+
+    run_id: str
+    segment: str
+    round: int
+    stage: str
+
+
+ALLOWED: dict[ReviewKind, tuple[DecisionAction, ...]] = {
+    ReviewKind.pre_critique: (
+        DecisionAction.comment,
+        DecisionAction.approve,
+        DecisionAction.edit,
+        DecisionAction.reject,
+    ),
+    ReviewKind.escalation: (
+        DecisionAction.retry,
+        DecisionAction.approve,
+        DecisionAction.edit,
+        DecisionAction.reject,
+    ),
+}
 
 
 def _aware(moment: datetime | None) -> datetime | None:
@@ -132,6 +170,123 @@ class ReviewService:
         session.add(item)
         append_event(session, item.run_id, "review.released", {"review_id": item.id})
         return self._summary(item, records.load_run(session, item.run_id).task, now)
+
+    def decide(
+        self,
+        session: Session,
+        principal: Principal,
+        review_id: str,
+        decision: DecisionRequest,
+        idempotency_key: str | None,
+    ) -> tuple[DecisionResult, Resume | None]:
+        """Apply a decision; say where the run resumes, if it does."""
+        item = self._load(session, review_id, lock=True)
+        now = utcnow()
+        done = item.decision or {}
+        if item.status == ReviewStatus.resolved.value:
+            if idempotency_key and done.get("idempotency_key") == idempotency_key:
+                run = records.load_run(session, item.run_id)
+                result = DecisionResult(
+                    review_id=item.id,
+                    run_id=item.run_id,
+                    action=DecisionAction(done["action"]),
+                    run_status=RunStatus(run.status),
+                )
+                return result, None
+            raise Conflict(f"review {review_id} is already resolved ({done.get('action')})")
+        status = effective_status(item, now)
+        if status is not ReviewStatus.claimed or item.claimed_by != principal.id:
+            raise Conflict(f"claim review {review_id} before deciding it")
+        allowed = ALLOWED[ReviewKind(item.kind)]
+        if decision.action not in allowed:
+            raise Unprocessable(
+                f"a {item.kind} review takes {', '.join(a.value for a in allowed)}, "
+                f"not {decision.action.value}"
+            )
+        run = records.load_run(session, item.run_id)
+        if run.status != RunStatus.awaiting_review.value and item.kind == "pre_critique":
+            raise Conflict(f"run {run.id} is no longer waiting for this review ({run.status})")
+        author = principal.name
+        resume: Resume | None = None
+        if decision.comment:
+            session.add(
+                Reflection(
+                    run_id=run.id,
+                    round=item.round,
+                    source="human",
+                    author=author,
+                    content=decision.comment,
+                )
+            )
+        action = decision.action
+        if action is DecisionAction.edit:
+            row = records.load_round(session, run.id, item.round)
+            if row is None:
+                raise Conflict(f"run {run.id} has no output in round {item.round} to edit")
+            assert decision.output is not None
+            row.rolled_back = [
+                *(row.rolled_back or []),
+                {"attempt": 0, "output": row.output, "reason": f"edited by {author}"},
+            ]
+            row.output, row.output_hash = decision.output, output_hash(decision.output)
+            row.updated_at = now
+            session.add(row)
+            session.flush()
+        if action is DecisionAction.approve or (action is DecisionAction.edit and decision.finish):
+            stop = Stop(RunStatus.succeeded, StopReason.review_approved, error_class="none")
+            records.finalize(session, run, stop, final_round=item.round or None)
+        elif action is DecisionAction.reject:
+            stop = Stop(
+                RunStatus.failed,
+                StopReason.review_rejected,
+                detail=decision.comment or f"rejected by {author}",
+            )
+            records.finalize(session, run, stop, final_round=item.round or None)
+        elif action is DecisionAction.retry:
+            policy = Policy.model_validate(run.policy)
+            policy.max_rounds = min(20, max(run.rounds, policy.max_rounds) + decision.rounds)
+            run.policy = policy.model_dump(mode="json")
+            resume = Resume(
+                run.id,
+                item.id,
+                run.rounds + 1 if run.rounds else 1,
+                "revise" if run.rounds else "draft",
+            )
+        else:  # comment, or edit and carry on: the critic looks at this round now
+            resume = Resume(run.id, item.id, item.round, "critique")
+        if resume is not None:
+            run.stop_reason = run.error_class = run.detail = run.final_output = None
+            run.final_round = None
+            run.finished_at = None
+            nxt = RunStatus.critiquing if resume.stage == "critique" else RunStatus.revising
+            if resume.stage == "draft":
+                nxt = RunStatus.drafting
+            records.set_status(session, run, nxt, round=resume.round, resumed_by=item.id)
+        item.status = ReviewStatus.resolved.value
+        item.resolved_at = now
+        item.lease_expires_at = None
+        item.decision = {
+            "action": action.value,
+            "by": principal.id,
+            "author": author,
+            "at": now.isoformat(),
+            "comment": decision.comment,
+            "edited": action is DecisionAction.edit,
+            "rounds": decision.rounds if action is DecisionAction.retry else None,
+            "idempotency_key": idempotency_key,
+        }
+        session.add(item)
+        session.add(run)
+        append_event(
+            session,
+            run.id,
+            "review.decided",
+            {"review_id": item.id, "action": action.value, "by": principal.id},
+        )
+        result = DecisionResult(
+            review_id=item.id, run_id=run.id, action=action, run_status=RunStatus(run.status)
+        )
+        return result, resume
 
     @staticmethod
     def _load(session: Session, review_id: str, *, lock: bool = False) -> ReviewItem:
