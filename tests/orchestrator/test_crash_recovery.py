@@ -97,3 +97,69 @@ def test_kill_9_during_critique_resumes_without_repeating_finished_calls(
     calls = fake_model.requests()
     assert [c["stage"] for c in calls] == ["draft", "critique", "revise", "critique"], calls
     assert all(c["status"] == 200 for c in calls)
+
+
+def test_kill_9_while_a_run_waits_for_review_then_decide(
+    fake_model, service_token, database_url, tmp_path
+):
+    env = {
+        **os.environ,
+        "CROSSCHECK_SERVICE_TOKEN": service_token,
+        "OPENAI_API_KEY": OPENAI_KEY,
+        "OPENAI_BASE_URL": fake_model.openai_base_url,
+        "ANTHROPIC_API_KEY": ANTHROPIC_KEY,
+        "ANTHROPIC_BASE_URL": fake_model.anthropic_base_url,
+    }
+    with ExitStack() as stack:
+        actor = stack.enter_context(service_process("actor", "ACTOR_", env=env))
+        critic = stack.enter_context(service_process("critic", "CRITIC_", env=env))
+        orch_env = {
+            **env,
+            "DATABASE_URL": database_url,
+            "CROSSCHECK_ADMIN_TOKEN": ADMIN_TOKEN,
+            "ACTOR_URL": actor,
+            "CRITIC_URL": critic,
+        }
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        log = stack.enter_context((tmp_path / "orchestrator.log").open("wb"))
+        first = start_orchestrator(orch_env, port, log)
+        admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        run_id = httpx.post(
+            f"{url}/v1/runs",
+            json={"task": "Explain tides.", "policy": {"review": "first_round"}},
+            headers=admin,
+        ).json()["id"]
+
+        def status():
+            return httpx.get(f"{url}/v1/runs/{run_id}", headers=admin).json()["status"]
+
+        wait_until(lambda: status() == "awaiting_review", 20, "the run to pause")
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+
+        second = start_orchestrator(orch_env, port, log)
+        stack.callback(second.wait, 10)
+        stack.callback(second.terminate)
+        reviewer = httpx.post(
+            f"{url}/v1/tokens", json={"name": "ana", "role": "reviewer"}, headers=admin
+        ).json()["token"]
+        headers = {"Authorization": f"Bearer {reviewer}"}
+        [item] = httpx.get(f"{url}/v1/reviews", params={"run_id": run_id}, headers=admin).json()[
+            "items"
+        ]
+        assert httpx.post(f"{url}/v1/reviews/{item['id']}/claim", headers=headers).is_success
+        decided = httpx.post(
+            f"{url}/v1/reviews/{item['id']}/decision",
+            json={"action": "comment", "comment": "Mention the Moon."},
+            headers=headers,
+        )
+        assert decided.status_code == 200, decided.text
+        wait_until(lambda: status() == "succeeded", 30, "the run to finish after the decision")
+
+    assert [c["stage"] for c in fake_model.requests()] == [
+        "draft",
+        "critique",
+        "revise",
+        "critique",
+    ]
