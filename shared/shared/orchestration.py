@@ -48,6 +48,7 @@ class StopReason(StrEnum):
     cancelled = "cancelled"
     review_rejected = "review_rejected"
     review_approved = "review_approved"
+    review_expired = "review_expired"
 
 
 class EvaluatorKind(StrEnum):
@@ -62,6 +63,11 @@ class ReviewMode(StrEnum):
     first_round = "first_round"
     on_low_confidence = "on_low_confidence"
     on_escalation = "on_escalation"
+
+
+class ExpiryAction(StrEnum):
+    continue_ = "continue"
+    escalate = "escalate"
 
 
 class Role(StrEnum):
@@ -89,6 +95,13 @@ class Policy(WireModel):
     max_cost_usd: Annotated[float, Field(ge=0.0)] | None = None
     review: ReviewMode = ReviewMode.never
     review_confidence_threshold: Annotated[float, Field(ge=0.0, le=1.0)] = 0.6
+    review_deadline_s: Annotated[int, Field(ge=1, le=30 * 86400)] = Field(
+        default=86400, description="How long a paused run waits for a person."
+    )
+    review_on_expiry: ExpiryAction = Field(
+        default=ExpiryAction.continue_,
+        description="When the deadline passes: continue with the AI critic, or escalate.",
+    )
 
 
 class RunCreate(WireModel):

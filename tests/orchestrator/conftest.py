@@ -92,6 +92,7 @@ def orchestrator_settings(database_url, service_token, sandbox_url):
         admin_token=ADMIN_TOKEN,
         peer_max_attempts=3,
         peer_retry_initial_s=0.01,
+        review_sweep_s=0.2,
     )
 
 

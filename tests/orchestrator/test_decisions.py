@@ -146,3 +146,41 @@ class TestRules:
         decided = [e for e in events if e["type"] == "review.decided"]
         assert decided[0]["data"]["action"] == "approve"
         assert decided[0]["data"]["by"].startswith("tok_")
+
+
+class TestDeadlines:
+    async def test_the_deadline_is_in_the_queue(self, api):
+        _, item = await paused(api, review_deadline_s=600)
+        assert item["deadline"] is not None
+
+    async def test_expiry_continues_with_the_ai_critic(self, api, fake_model):
+        run_id, item = await paused(api, review="first_round", review_deadline_s=1)
+        run = await wait_for(api, run_id, statuses=FINAL, timeout=15)
+        assert run["status"] == "succeeded"
+        assert [c["stage"] for c in fake_model.requests()] == [
+            "draft",
+            "critique",
+            "revise",
+            "critique",
+        ]
+        expired = (await api.get(f"/v1/reviews/{item['id']}")).json()
+        assert expired["status"] == "expired"
+        assert expired["decision"]["on_expiry"] == "continue"
+
+    async def test_expiry_can_escalate(self, api, fake_model):
+        run_id, _ = await paused(api, review_deadline_s=1, review_on_expiry="escalate")
+        run = await wait_for(api, run_id, statuses=FINAL, timeout=15)
+        assert run["status"] == "escalated"
+        assert run["stop_reason"] == "review_expired"
+        reviews = (await api.get("/v1/reviews", params={"run_id": run_id})).json()["items"]
+        assert {r["kind"]: r["status"] for r in reviews} == {
+            "escalation": "pending",
+            "pre_critique": "expired",
+        }
+        assert [c["stage"] for c in fake_model.requests()] == ["draft"]
+
+    async def test_a_claim_does_not_stop_the_deadline(self, api):
+        run_id, item = await paused(api, review_deadline_s=1, review_on_expiry="escalate")
+        await claimed_by_reviewer(api, item)
+        run = await wait_for(api, run_id, statuses=FINAL, timeout=15)
+        assert run["stop_reason"] == "review_expired"

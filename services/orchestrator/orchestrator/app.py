@@ -28,6 +28,7 @@ from orchestrator.events.hub import EventHub
 from orchestrator.events.router import router as events_router
 from orchestrator.metrics import Metrics
 from orchestrator.peers.http import HttpActor, HttpCritic, HttpSandbox, Peer, peer_clients
+from orchestrator.reviews.expiry import ExpirySweeper
 from orchestrator.reviews.router import router as reviews_router
 from orchestrator.runs.router import router as runs_router
 from orchestrator.settings import OrchestratorSettings
@@ -92,10 +93,12 @@ def create_app(
         DBOS(config=config)
         DBOS.launch()
         started = await start_orphans(engine)
+        sweeper = asyncio.create_task(ExpirySweeper(db, hub, settings.review_sweep_s).run_forever())
         log.info("orchestrator ready", database=engine.dialect.name, orphans_started=started)
         try:
             yield
         finally:
+            sweeper.cancel()
             DBOS.destroy(workflow_completion_timeout_sec=0)
             runtime.install(None)
             for peer in peers.values():

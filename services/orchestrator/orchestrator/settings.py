@@ -42,6 +42,9 @@ class OrchestratorSettings(ServiceSettings):
     )
     executor_threads: int = Field(default=8, ge=1, le=256)
     run_migrations: bool = Field(default=True)
+    review_sweep_s: float = Field(
+        default=1.0, gt=0, description="How often review deadlines are checked."
+    )
 
     @field_validator("admin_token")
     @classmethod

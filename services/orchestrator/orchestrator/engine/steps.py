@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from dbos import DBOS
@@ -370,6 +371,7 @@ async def evaluate(run_id: str, round: int, pause_after: bool) -> dict[str, Any]
 
 
 def _pause(session: Session, run: Run, round: int, reason: str = "before_critique") -> None:
+    policy = Policy.model_validate(run.policy)
     item = ReviewItem(
         id=new_id("rev"),
         run_id=run.id,
@@ -377,6 +379,8 @@ def _pause(session: Session, run: Run, round: int, reason: str = "before_critiqu
         kind="pre_critique",
         status="pending",
         reason=reason,
+        deadline=utcnow() + timedelta(seconds=policy.review_deadline_s),
+        on_expiry=policy.review_on_expiry.value,
         context={"task": run.task, "round": round},
     )
     session.add(item)
