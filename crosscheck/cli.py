@@ -8,10 +8,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -20,7 +20,17 @@ from crosscheck import render
 from crosscheck.client import CrosscheckClient, CrosscheckError, resolve_settings
 from crosscheck.launcher import Plan, Supervisor, plan, tail, write_credentials
 from shared.contracts import TaskKind
-from shared.orchestration import Policy, ReviewMode, RunCreate, RunPublic, RunStatus
+from shared.orchestration import (
+    AccountCreate,
+    Policy,
+    ReviewMode,
+    Role,
+    RunCreate,
+    RunPublic,
+    RunStatus,
+)
+
+M = TypeVar("M", bound=BaseModel)
 
 app = typer.Typer(
     help="Crosscheck: reflective generation with an Actor, a Critic and a person in the loop.",
@@ -188,8 +198,13 @@ def _request(
         policy["review"] = review
     if policy:
         fields["policy"] = Policy.model_validate(policy)
+    return _validated(RunCreate, **fields)
+
+
+def _validated(model: type[M], **fields: object) -> M:
+    """Build a request DTO; what the server would refuse is an argument error here."""
     try:
-        return RunCreate.model_validate(fields)
+        return model.model_validate(fields)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'request'}: {e['msg']}" for e in exc.errors()
@@ -324,6 +339,38 @@ def show(
         typer.echo(json.dumps(document, indent=2))
         return
     render.render_show(console, found, trajectory, full=full)
+
+
+reviewer = typer.Typer(help="Console accounts.", no_args_is_help=True)
+app.add_typer(reviewer, name="reviewer")
+
+
+@reviewer.command("add")
+def reviewer_add(
+    username: Annotated[str, typer.Argument(help="Login name (letters, digits, _.@-).")],
+    role: Annotated[
+        Role, typer.Option(help="reviewer, or admin to also manage tokens and accounts.")
+    ] = Role.reviewer,
+    password: Annotated[
+        str,
+        typer.Option(
+            prompt=True,
+            hide_input=True,
+            confirmation_prompt=True,
+            envvar="CROSSCHECK_NEW_PASSWORD",
+            help="At least 12 characters; asked for when not given.",
+        ),
+    ] = "",
+    url: UrlOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Create a console account (needs the admin token); the password is stored argon2-hashed."""
+    with _reported(), CrosscheckClient(resolve_settings(url, token)) as client:
+        request = _validated(AccountCreate, username=username, password=password, role=role)
+        account = client.create_account(request)
+    console.print(
+        f"created {account.role.value} account [bold]{account.username}[/] ({account.id})"
+    )
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ from websockets.sync.client import connect as ws_connect
 
 from crosscheck.launcher import CREDENTIALS_FILE
 from shared.orchestration import (
+    AccountCreate,
+    AccountPublic,
     EventPublic,
     RunCreate,
     RunCreated,
@@ -265,6 +267,10 @@ class CrosscheckClient:
             retries=2,
         )
         return self._parse(RunCreated, body)
+
+    def create_account(self, request: AccountCreate) -> AccountPublic:
+        body = self._request("POST", "/v1/accounts", json=request.model_dump(mode="json"))
+        return self._parse(AccountPublic, body)
 
     def get_run(self, run_id: str) -> RunPublic:
         return self._parse(RunPublic, self._request("GET", f"/v1/runs/{run_id}"))

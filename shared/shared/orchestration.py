@@ -317,3 +317,33 @@ class DecisionResult(WireModel):
     run_id: str
     action: DecisionAction
     run_status: RunStatus
+
+
+class AccountCreate(WireModel):
+    username: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.@-]{2,100}$")]
+    password: Annotated[str, StringConstraints(min_length=12, max_length=200)]
+    role: Role = Role.reviewer
+
+    @model_validator(mode="after")
+    def _people_only(self) -> AccountCreate:
+        if self.role is Role.service:
+            raise ValueError("accounts are for people: reviewer or admin (services use tokens)")
+        return self
+
+
+class AccountPublic(WireModel):
+    id: str
+    username: str
+    role: Role
+
+
+class LoginRequest(WireModel):
+    username: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+    password: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+
+
+class LoginResult(WireModel):
+    token: str = Field(description="A bearer token for this session; shown once.")
+    name: str
+    role: Role
+    expires_at: datetime

@@ -12,6 +12,7 @@ from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
+from orchestrator.auth.router import accounts_router
 from orchestrator.auth.router import router as tokens_router
 from orchestrator.auth.service import PrincipalCache, TokenService
 from orchestrator.db import (
@@ -128,6 +129,7 @@ def create_app(
     app.include_router(reviews_router)
     app.include_router(events_router)
     app.include_router(tokens_router)
+    app.include_router(accounts_router)
 
     @app.get("/metrics", tags=["ops"], response_class=Response)
     def prometheus_metrics() -> Response:

@@ -134,6 +134,20 @@ class ApiToken(SQLModel, table=True):
     created_by: str | None = Field(default=None, max_length=64)
     created_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))
     revoked_at: datetime | None = Field(default=None, sa_type=sa.DateTime(timezone=True))
+    expires_at: datetime | None = Field(default=None, sa_type=sa.DateTime(timezone=True))
+
+
+class Account(SQLModel, table=True):
+    """A person who logs in to the console; the password is stored as an argon2 hash."""
+
+    __tablename__ = "accounts"
+
+    id: str = Field(primary_key=True, max_length=64)
+    username: str = Field(unique=True, index=True, max_length=100)
+    password_hash: str = Field(max_length=200)
+    role: str = Field(max_length=16)
+    disabled: bool = False
+    created_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))
 
 
 class ReviewItem(SQLModel, table=True):

@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, status
 
+from orchestrator.auth.accounts import AccountService
 from orchestrator.auth.service import TokenService
 from orchestrator.deps import Admin, SessionDep
 from shared.errors import NotFound
-from shared.orchestration import TokenCreate, TokenCreated
+from shared.orchestration import (
+    AccountCreate,
+    AccountPublic,
+    LoginRequest,
+    LoginResult,
+    TokenCreate,
+    TokenCreated,
+)
 
 router = APIRouter(prefix="/v1/tokens", tags=["tokens"])
 
@@ -25,3 +33,22 @@ def revoke_token(token_id: str, admin: Admin, session: SessionDep, request: Requ
     if not TokenService().revoke(session, token_id):
         raise NotFound(f"token {token_id} does not exist")
     request.app.state.principals.clear()
+
+
+accounts_router = APIRouter(tags=["accounts"])
+
+
+@accounts_router.post(
+    "/v1/accounts", status_code=status.HTTP_201_CREATED, response_model=AccountPublic
+)
+def create_account(body: AccountCreate, admin: Admin, session: SessionDep) -> AccountPublic:
+    """Create a console account (reviewer by default); the password is stored argon2-hashed."""
+    return AccountService().create(session, body)
+
+
+@accounts_router.post(
+    "/v1/auth/login", response_model=LoginResult, responses={401: {"description": "bad login"}}
+)
+def login(body: LoginRequest, session: SessionDep) -> LoginResult:
+    """Exchange a username and password for a session token (12 hours)."""
+    return AccountService().login(session, body.username, body.password)
