@@ -118,6 +118,10 @@ class RunCreate(WireModel):
     )
     json_schema: dict[str, Any] | None = None
     policy: Policy = Field(default_factory=Policy)
+    tags: Annotated[
+        list[Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,49}$")]],
+        Field(max_length=10),
+    ] = Field(default_factory=list, description="Lessons scoped to these tags apply.")
 
     @model_validator(mode="after")
     def _evaluator_fits(self) -> RunCreate:
@@ -184,6 +188,8 @@ class RunPublic(WireModel):
     finished_at: datetime | None = None
     rounds: list[RoundPublic] = []
     reflections: list[ReflectionPublic] = []
+    tags: list[str] = []
+    lessons_used: list[str] = []
 
 
 class RunSummary(WireModel):
@@ -300,6 +306,12 @@ class DecisionRequest(WireModel):
     rounds: Annotated[int, Field(ge=1, le=10)] = Field(
         default=1, description="With retry: how many more rounds the run may take."
     )
+    lesson: bool = Field(
+        default=False, description="Also keep the comment as a lesson for similar future tasks."
+    )
+    lesson_scope: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,49}$")] = Field(
+        default="global", description="'global', or a tag runs opt into."
+    )
 
     @model_validator(mode="after")
     def _fields_fit_the_action(self) -> DecisionRequest:
@@ -309,6 +321,8 @@ class DecisionRequest(WireModel):
             raise ValueError("an edit decision needs the edited output")
         if self.output is not None and self.action is not DecisionAction.edit:
             raise ValueError("only an edit decision takes an output")
+        if self.lesson and not self.comment:
+            raise ValueError("a lesson is made from the comment: give one")
         return self
 
 
@@ -347,3 +361,14 @@ class LoginResult(WireModel):
     name: str
     role: Role
     expires_at: datetime
+
+
+class LessonPublic(WireModel):
+    id: str
+    content: str
+    scope: str
+    author: str
+    source_run_id: str | None
+    uses: int
+    retired: bool
+    created_at: datetime

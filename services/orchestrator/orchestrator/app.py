@@ -30,6 +30,7 @@ from orchestrator.events.router import router as events_router
 from orchestrator.metrics import Metrics
 from orchestrator.peers.http import HttpActor, HttpCritic, HttpSandbox, Peer, peer_clients
 from orchestrator.reviews.expiry import ExpirySweeper
+from orchestrator.reviews.router import lessons_router
 from orchestrator.reviews.router import router as reviews_router
 from orchestrator.runs.router import router as runs_router
 from orchestrator.settings import OrchestratorSettings
@@ -127,6 +128,7 @@ def create_app(
     app.state.metrics = metrics
     app.include_router(runs_router)
     app.include_router(reviews_router)
+    app.include_router(lessons_router)
     app.include_router(events_router)
     app.include_router(tokens_router)
     app.include_router(accounts_router)

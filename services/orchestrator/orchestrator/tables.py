@@ -59,6 +59,7 @@ class Run(SQLModel, table=True):
     actor_info: dict[str, Any] | None = json_column()
     critic_info: dict[str, Any] | None = json_column()
     lessons_used: list[str] | None = json_column()
+    tags: list[str] | None = json_column()
     created_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))
     updated_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))
     finished_at: datetime | None = Field(default=None, sa_type=sa.DateTime(timezone=True))
@@ -170,3 +171,19 @@ class ReviewItem(SQLModel, table=True):
     decision: dict[str, Any] | None = json_column()
     created_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))
     resolved_at: datetime | None = Field(default=None, sa_type=sa.DateTime(timezone=True))
+
+
+class Lesson(SQLModel, table=True):
+    """A reviewer's comment promoted to long-term memory for similar future tasks."""
+
+    __tablename__ = "lessons"
+
+    id: str = Field(primary_key=True, max_length=64)
+    content: str
+    scope: str = Field(default="global", index=True, max_length=100)
+    source_task: str = ""
+    source_run_id: str | None = Field(default=None, max_length=64)
+    author: str = Field(default="", max_length=200)
+    uses: int = 0
+    retired: bool = False
+    created_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))

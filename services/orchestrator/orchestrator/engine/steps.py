@@ -34,7 +34,17 @@ from orchestrator.engine.runtime import Runtime, current
 from orchestrator.evaluators.base import EvaluationJob, Evaluator
 from orchestrator.events.repository import append_event
 from orchestrator.peers.errors import PeerUnavailable
-from orchestrator.tables import ModelCall, Reflection, ReviewItem, Round, Run, new_id, utcnow
+from orchestrator.reviews import lessons
+from orchestrator.tables import (
+    Lesson,
+    ModelCall,
+    Reflection,
+    ReviewItem,
+    Round,
+    Run,
+    new_id,
+    utcnow,
+)
 from shared.contracts import (
     ActorResult,
     CritiqueRequest,
@@ -85,6 +95,11 @@ def _finish(rt: Runtime, session: Session, run: Run, stop: Stop, final_round: in
     records.finalize(session, run, stop, final_round=final_round)
     rt.metrics.runs_finished.labels(stop.status.value, stop.reason.value).inc()
     rt.metrics.rounds_per_run.observe(max(run.rounds, 1))
+
+
+def lessons_text(session: Session, run: Run) -> list[str]:
+    found = [session.get(Lesson, lesson_id) for lesson_id in run.lessons_used or []]
+    return [lesson.content[:8000] for lesson in found if lesson is not None]
 
 
 def _reflections(rows: list[Reflection]) -> list[ReflectionDTO]:
@@ -167,8 +182,21 @@ async def act(
             return _ActInput(cancelled=True)
         kind = TaskKind(run.kind)
         if stage == "draft":
+            if run.lessons_used is None:  # chosen once, at the draft; the run keeps them
+                chosen = lessons.relevant(session, run.task, run.tags or [])
+                for lesson in chosen:
+                    lesson.uses += 1
+                    session.add(lesson)
+                run.lessons_used = [lesson.id for lesson in chosen]
+                session.add(run)
             return _ActInput(
-                False, DraftRequest(task=run.task, kind=kind, entry_point=run.entry_point)
+                False,
+                DraftRequest(
+                    task=run.task,
+                    kind=kind,
+                    entry_point=run.entry_point,
+                    lessons=lessons_text(session, run),
+                ),
             )
         previous = records.load_round(session, run_id, round - 1)
         assert previous is not None, "a revision needs the previous round"
@@ -188,6 +216,7 @@ async def act(
             entry_point=run.entry_point,
             previous_output=previous.output,
             reflections=reflections[-50:],
+            lessons=lessons_text(session, run),
         )
         return _ActInput(False, request, previous.output, note)
 

@@ -5,15 +5,19 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Header, Query, Request
+from sqlmodel import col, select
 
 from orchestrator.db import Database
 from orchestrator.deps import Reader, Reviewer, SessionDep
 from orchestrator.engine.launch import start_segment
+from orchestrator.reviews import lessons
 from orchestrator.reviews.service import ReviewService
+from orchestrator.tables import Lesson
 from shared.orchestration import (
     ClaimRequest,
     DecisionRequest,
     DecisionResult,
+    LessonPublic,
     ReviewKind,
     ReviewPage,
     ReviewPublic,
@@ -90,3 +94,30 @@ async def decide_review(
     if resume is not None:
         await start_segment(resume.run_id, resume.segment, resume.round, resume.stage)
     return result
+
+
+lessons_router = APIRouter(prefix="/v1/lessons", tags=["lessons"])
+
+
+@lessons_router.get("", response_model=list[LessonPublic])
+def list_lessons(
+    caller: Reader,
+    session: SessionDep,
+    scope: Annotated[str | None, Query(max_length=100)] = None,
+    include_retired: bool = False,
+) -> list[LessonPublic]:
+    """Lessons reviewers kept, newest first, with how often runs used them."""
+    query = select(Lesson)
+    if scope is not None:
+        query = query.where(col(Lesson.scope) == scope)
+    if not include_retired:
+        query = query.where(col(Lesson.retired).is_(False))
+    rows = session.exec(query.order_by(col(Lesson.created_at).desc()).limit(500))
+    return [lessons.public(lesson) for lesson in rows]
+
+
+@lessons_router.post("/{lesson_id}/retire", response_model=LessonPublic)
+async def retire_lesson(lesson_id: str, reviewer: Reviewer, request: Request) -> LessonPublic:
+    """Stop offering a lesson to new runs (runs that used it keep the record)."""
+    db: Database = request.app.state.db
+    return await db.run(lambda s: lessons.retire(s, lesson_id))

@@ -18,6 +18,7 @@ from orchestrator.auth.service import Principal
 from orchestrator.engine import records
 from orchestrator.engine.policy import Stop, output_hash
 from orchestrator.events.repository import append_event
+from orchestrator.reviews.lessons import promote
 from orchestrator.tables import Reflection, ReviewItem, Run, utcnow
 from shared.errors import AppError, BadRequest, Conflict, NotFound
 from shared.orchestration import (
@@ -208,6 +209,7 @@ class ReviewService:
             raise Conflict(f"run {run.id} is no longer waiting for this review ({run.status})")
         author = principal.name
         resume: Resume | None = None
+        lesson_id: str | None = None
         if decision.comment:
             session.add(
                 Reflection(
@@ -218,6 +220,10 @@ class ReviewService:
                     content=decision.comment,
                 )
             )
+            if decision.lesson:
+                lesson_id = promote(
+                    session, run, decision.comment, decision.lesson_scope, author
+                ).id
         action = decision.action
         if action is DecisionAction.edit:
             row = records.load_round(session, run.id, item.round)
@@ -274,6 +280,7 @@ class ReviewService:
             "edited": action is DecisionAction.edit,
             "rounds": decision.rounds if action is DecisionAction.retry else None,
             "idempotency_key": idempotency_key,
+            "lesson_id": lesson_id,
         }
         session.add(item)
         session.add(run)

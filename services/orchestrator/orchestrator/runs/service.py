@@ -69,6 +69,7 @@ class RunService:
             idempotency_key=idempotency_key,
             request_hash=digest,
             created_by=principal.id,
+            tags=body.tags,
         )
         session.add(run)
         append_event(session, run.id, "run.created", {"status": run.status, "kind": run.kind})
@@ -97,6 +98,8 @@ class RunService:
             created_at=run.created_at,
             updated_at=run.updated_at,
             finished_at=run.finished_at,
+            tags=run.tags or [],
+            lessons_used=run.lessons_used or [],
             rounds=[
                 RoundPublic(
                     number=r.number,
