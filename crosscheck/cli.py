@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,7 +19,14 @@ from rich.table import Table
 
 from crosscheck import render
 from crosscheck.client import CrosscheckClient, CrosscheckError, resolve_settings
-from crosscheck.launcher import Plan, Supervisor, plan, tail, write_credentials
+from crosscheck.launcher import (
+    Plan,
+    PortInUse,
+    Supervisor,
+    plan,
+    tail,
+    write_credentials,
+)
 from shared.contracts import TaskKind
 from shared.orchestration import (
     AccountCreate,
@@ -77,17 +85,30 @@ def up(
     sandbox: Annotated[
         bool, typer.Option(help="Start the code sandbox (needs bubblewrap on Linux).")
     ] = True,
+    console_ui: Annotated[
+        bool, typer.Option("--console/--no-console", help="Start the Streamlit reviewer console.")
+    ] = True,
     startup_timeout: Annotated[
         float, typer.Option(help="Seconds each service may take to become healthy.")
     ] = 60.0,
 ) -> None:
     """Start every service on loopback (the scripted demo model when no API keys are set)."""
-    p = plan(dict(os.environ), with_sandbox=sandbox)
+    p = plan(dict(os.environ), with_sandbox=sandbox, with_console=console_ui)
     sup = Supervisor(p, log_dir)
+
+    def terminate(signum: int, _: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM/SIGHUP stop the children too, like Ctrl-C
+
+    signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGHUP, terminate)
     try:
         for spec in p.services:
             with console.status(f"starting {spec.name} on {spec.url(p.env)} ..."):
-                running = sup.start(spec)
+                try:
+                    running = sup.start(spec)
+                except PortInUse as exc:
+                    console.print(f"[red]{exc}[/]")
+                    raise typer.Exit(1) from None
                 problem = sup.wait_healthy(running, startup_timeout)
             if problem:
                 console.print(f"[red]{spec.name} failed to start: {problem}[/]")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -24,6 +25,10 @@ class ServiceSpec:
     env_prefix: str
     default_port: int
     what: str
+    health_path: str = "/healthz"
+
+    def command(self, env: dict[str, str]) -> list[str]:
+        return [sys.executable, "-m", self.module]
 
     def host(self, env: dict[str, str]) -> str:
         return env.get(f"{self.env_prefix}HOST", "127.0.0.1")
@@ -35,6 +40,27 @@ class ServiceSpec:
         return f"http://{self.host(env)}:{self.port(env)}"
 
 
+@dataclass(frozen=True)
+class ConsoleSpec(ServiceSpec):
+    """The Streamlit console: a script run by Streamlit, not a ``python -m`` service."""
+
+    def command(self, env: dict[str, str]) -> list[str]:
+        import console
+
+        script = Path(console.__file__).parent / "app.py"
+        return [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(script),
+            "--server.headless=true",
+            f"--server.address={self.host(env)}",
+            f"--server.port={self.port(env)}",
+            "--browser.gatherUsageStats=false",
+        ]
+
+
 FAKEMODEL = ServiceSpec(
     "fakemodel", "fakemodel", "FAKEMODEL_", 8009, "scripted demo model (OpenAI + Anthropic)"
 )
@@ -43,6 +69,7 @@ SERVICES = (
     ServiceSpec("critic", "critic", "CRITIC_", 8002, "structured critiques"),
     ServiceSpec("sandbox", "sandbox", "SANDBOX_", 8003, "runs generated code, isolated"),
     ServiceSpec("orchestrator", "orchestrator", "ORCHESTRATOR_", 8000, "runs API, events, loop"),
+    ConsoleSpec("console", "console", "CONSOLE_", 8501, "reviewer console", "/_stcore/health"),
 )
 CREDENTIALS_FILE = "crosscheck.env"
 
@@ -57,13 +84,17 @@ class Plan:
     missing_keys: list[str] = field(default_factory=list)
 
 
-def plan(base_env: dict[str, str], *, with_sandbox: bool = True) -> Plan:
+def plan(base_env: dict[str, str], *, with_sandbox: bool = True, with_console: bool = True) -> Plan:
     env = dict(base_env)
     actor_provider = env.get("ACTOR_PROVIDER", "openai")
     critic_provider = env.get("CRITIC_PROVIDER", "anthropic")
     needed = [KEY_VARS.get(p, p) for p in dict.fromkeys((actor_provider, critic_provider))]
     missing = [var for var in needed if not env.get(var)]
-    services = [s for s in SERVICES if with_sandbox or s.name != "sandbox"]
+    services = [
+        s
+        for s in SERVICES
+        if (with_sandbox or s.name != "sandbox") and (with_console or s.name != "console")
+    ]
     demo = bool(missing)
     if demo:
         fake_url = FAKEMODEL.url(env)
@@ -85,6 +116,7 @@ def plan(base_env: dict[str, str], *, with_sandbox: bool = True) -> Plan:
     for name in ("actor", "critic", "sandbox"):
         env.setdefault(f"{name.upper()}_URL", by_name[name].url(env))
     env.setdefault("DATABASE_URL", "sqlite:///var/crosscheck.sqlite")
+    env.setdefault("CROSSCHECK_URL", by_name["orchestrator"].url(env))
     env.setdefault("CROSSCHECK_LOG_LEVEL", "INFO")
     return Plan(env=env, services=services, demo=demo, missing_keys=missing)
 
@@ -138,11 +170,17 @@ class Supervisor:
         self.running: list[Running] = []
 
     def start(self, spec: ServiceSpec) -> Running:
+        host, port = spec.host(self.plan.env), spec.port(self.plan.env)
+        if not port_free(host, port):
+            raise PortInUse(
+                f"{spec.name} cannot listen on {host}:{port}: the port is in use "
+                f"(another `crosscheck up` still running?). Stop it, or set {spec.env_prefix}PORT."
+            )
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{spec.name}.log"
         log_file = log_path.open("ab")
         process = subprocess.Popen(
-            [sys.executable, "-m", spec.module],
+            spec.command(self.plan.env),
             env=child_env(spec, self.plan.env),
             stdout=log_file,
             stderr=subprocess.STDOUT,
@@ -156,7 +194,7 @@ class Supervisor:
 
     def wait_healthy(self, running: Running, timeout_s: float = 60.0) -> str | None:
         """None when healthy, else why not (the tail of its log says more)."""
-        url = f"{running.spec.url(self.plan.env)}/healthz"
+        url = f"{running.spec.url(self.plan.env)}{running.spec.health_path}"
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             code = running.process.poll()
@@ -185,6 +223,20 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 os.killpg(running.process.pid, signal.SIGKILL)
                 running.process.wait()
+
+
+class PortInUse(Exception):
+    pass
+
+
+def port_free(host: str, port: int) -> bool:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def tail(path: Path, lines: int = 15) -> str:

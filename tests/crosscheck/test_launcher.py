@@ -24,6 +24,7 @@ class TestPlan:
             "critic",
             "sandbox",
             "orchestrator",
+            "console",
         ]
         assert p.env["ACTOR_URL"] == "http://127.0.0.1:8001"
         assert p.env["DATABASE_URL"] == "sqlite:///var/crosscheck.sqlite"
@@ -61,12 +62,28 @@ class TestPlan:
         assert "CROSSCHECK_SERVICE_TOKEN" in child_env(sandbox, env)
 
 
+class TestPorts:
+    def test_a_busy_port_is_refused_before_starting(self, tmp_path):
+        import socket
+
+        from crosscheck.launcher import PortInUse, Supervisor
+
+        with socket.socket() as busy:
+            busy.bind(("127.0.0.1", 0))
+            busy.listen()
+            port = busy.getsockname()[1]
+            p = plan({"ACTOR_PORT": str(port)})
+            actor = next(s for s in p.services if s.name == "actor")
+            with pytest.raises(PortInUse, match=f"127.0.0.1:{port}"):
+                Supervisor(p, tmp_path).start(actor)
+
+
 @pytest.mark.slow
 class TestUp:
     def test_starts_everything_serves_a_draft_and_critique_and_stops_on_ctrl_c(self, tmp_path):
         ports = {
             name: free_port()
-            for name in ("ACTOR", "CRITIC", "SANDBOX", "FAKEMODEL", "ORCHESTRATOR")
+            for name in ("ACTOR", "CRITIC", "SANDBOX", "FAKEMODEL", "ORCHESTRATOR", "CONSOLE")
         }
         token = "launcher-test-token-0123456789"
         env = {
@@ -134,8 +151,10 @@ class TestUp:
                     break
                 time.sleep(0.1)
             assert body["stop_reason"] == "max_rounds"
+            console = httpx.get(f"http://127.0.0.1:{ports['CONSOLE']}/_stcore/health", timeout=5)
+            assert console.status_code == 200
         finally:
-            process.send_signal(signal.SIGINT)
+            process.send_signal(signal.SIGTERM)  # like Ctrl-C: every child is stopped
             rest, _ = process.communicate(timeout=30)
         assert process.returncode == 0, rest
         assert "all services stopped" in rest

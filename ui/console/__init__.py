@@ -1,0 +1,1 @@
+"""Crosscheck reviewer console (Streamlit)."""

@@ -1,0 +1,202 @@
+"""The console's only way to the backend: a small sync client for the orchestrator API.
+
+Pages never build HTTP requests themselves; they call :func:`get_client`, which returns the
+client kept in ``st.session_state["client"]`` (tests put an in-memory fake there) or builds
+one from the token kept in ``st.session_state["token"]``.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any
+
+import httpx
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+TIMEOUT_S = 10.0
+
+
+class ApiError(Exception):
+    """A non-2xx answer (or no answer) from the orchestrator, with its ``detail`` message."""
+
+    def __init__(self, status: int, error: str, detail: str) -> None:
+        super().__init__(f"{error} ({status}): {detail}" if status else f"{error}: {detail}")
+        self.status = status
+        self.error = error
+        self.detail = detail
+
+
+def new_idempotency_key() -> str:
+    return uuid.uuid4().hex
+
+
+def _detail_text(detail: Any) -> str:
+    if isinstance(detail, str):
+        return detail
+    if isinstance(detail, list):  # FastAPI validation errors
+        parts = []
+        for item in detail:
+            if isinstance(item, dict):
+                loc = ".".join(str(p) for p in item.get("loc", []) if p != "body")
+                parts.append(f"{loc}: {item.get('msg', '')}" if loc else str(item.get("msg", "")))
+            else:
+                parts.append(str(item))
+        return "; ".join(parts)
+    return str(detail)
+
+
+class ConsoleClient:
+    """Sync client for the orchestrator API; the token goes only into the Authorization header."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        token: str | None = None,
+        *,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.base_url = (base_url or os.environ.get("CROSSCHECK_URL") or DEFAULT_URL).rstrip("/")
+        self._token = token
+        self._transport = transport
+        headers = {"Accept": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self._http = httpx.Client(
+            base_url=self.base_url, headers=headers, timeout=TIMEOUT_S, transport=transport
+        )
+
+    def __repr__(self) -> str:  # never show the token
+        return f"ConsoleClient({self.base_url!r}, authenticated={self._token is not None})"
+
+    def with_token(self, token: str) -> ConsoleClient:
+        """A client for the same server that sends ``token``."""
+        return ConsoleClient(self.base_url, token, transport=self._transport)
+
+    def close(self) -> None:
+        self._http.close()
+
+    # ------------------------------------------------------------------ plumbing
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        json: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        clean = {k: v for k, v in (params or {}).items() if v not in (None, "")}
+        try:
+            resp = self._http.request(method, path, params=clean, json=json, headers=headers)
+        except httpx.HTTPError as exc:
+            raise ApiError(0, "Unreachable", f"{self.base_url}: {exc.__class__.__name__}") from exc
+        if resp.status_code >= 400:
+            error, detail = resp.reason_phrase or "Error", resp.text[:500]
+            try:
+                body = resp.json()
+            except ValueError:
+                body = None
+            if isinstance(body, dict):
+                error = str(body.get("error") or error)
+                detail = _detail_text(body.get("detail", detail))
+            raise ApiError(resp.status_code, error, detail)
+        return resp
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> Any:
+        return self._request(method, path, **kwargs).json()
+
+    # ------------------------------------------------------------------ auth
+    def login(self, username: str, password: str) -> dict[str, Any]:
+        """``{"token", "name", "role"}``; raises :class:`ApiError` (401) on bad credentials."""
+        body = {"username": username, "password": password}
+        result: dict[str, Any] = self._json("POST", "/v1/auth/login", json=body)
+        return result
+
+    def check_token(self) -> None:
+        """Raises :class:`ApiError` unless the token this client sends is accepted."""
+        self._request("GET", "/v1/runs", params={"limit": 1})
+
+    # ------------------------------------------------------------------ reviews
+    def list_reviews(
+        self,
+        status: str | None = None,
+        kind: str | None = None,
+        run_id: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        params = {"status": status, "kind": kind, "run_id": run_id, "limit": limit}
+        params["cursor"] = cursor
+        result: dict[str, Any] = self._json("GET", "/v1/reviews", params=params)
+        return result
+
+    def get_review(self, review_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._json("GET", f"/v1/reviews/{review_id}")
+        return result
+
+    def claim(self, review_id: str, lease_s: int = 300) -> dict[str, Any]:
+        result: dict[str, Any] = self._json(
+            "POST", f"/v1/reviews/{review_id}/claim", json={"lease_s": lease_s}
+        )
+        return result
+
+    def release(self, review_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._json("POST", f"/v1/reviews/{review_id}/release")
+        return result
+
+    def decide(
+        self,
+        review_id: str,
+        *,
+        action: str,
+        idempotency_key: str,
+        comment: str | None = None,
+        output: str | None = None,
+        finish: bool = False,
+        rounds: int | None = None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"action": action}
+        if comment:
+            body["comment"] = comment
+        if action == "edit":
+            body["output"] = output
+            body["finish"] = finish
+        if action == "retry" and rounds is not None:
+            body["rounds"] = rounds
+        result: dict[str, Any] = self._json(
+            "POST",
+            f"/v1/reviews/{review_id}/decision",
+            json=body,
+            headers={"Idempotency-Key": idempotency_key},
+        )
+        return result
+
+    # ------------------------------------------------------------------ runs and events
+    def list_runs(
+        self, status: str | None = None, limit: int | None = None, cursor: str | None = None
+    ) -> dict[str, Any]:
+        params = {"status": status, "limit": limit, "cursor": cursor}
+        result: dict[str, Any] = self._json("GET", "/v1/runs", params=params)
+        return result
+
+    def get_run(self, run_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._json("GET", f"/v1/runs/{run_id}")
+        return result
+
+    def events(self, since: int = 0, limit: int = 500) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._json(
+            "GET", "/v1/events", params={"since": since, "limit": limit}
+        )
+        return result
+
+
+def get_client() -> Any:
+    """The client every page uses: an injected one, else one built from the session's token."""
+    import streamlit as st
+
+    client = st.session_state.get("client")
+    if client is None:
+        client = ConsoleClient(token=st.session_state.get("token"))
+        st.session_state["client"] = client
+    return client

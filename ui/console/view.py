@@ -1,0 +1,91 @@
+"""Pure helpers the pages share: time formatting, diffs, highlighting (no Streamlit, no I/O)."""
+
+from __future__ import annotations
+
+import difflib
+import html
+from datetime import UTC, datetime
+from typing import Any
+
+SEVERITY_ICON = {"critical": "🔴", "high": "🔴", "major": "🟠", "medium": "🟠", "minor": "🟡"}
+
+
+def parse_time(value: Any) -> datetime | None:
+    if not value:
+        return None
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    try:
+        parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def seconds_left(value: Any, now: datetime | None = None) -> float | None:
+    when = parse_time(value)
+    if when is None:
+        return None
+    return (when - (now or datetime.now(UTC))).total_seconds()
+
+
+def human_span(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    sign = "-" if seconds < 0 else ""
+    s = int(abs(seconds))
+    if s >= 86400:
+        return f"{sign}{s // 86400}d {s % 86400 // 3600}h"
+    if s >= 3600:
+        return f"{sign}{s // 3600}h {s % 3600 // 60}m"
+    return f"{sign}{s // 60}m {s % 60:02d}s"
+
+
+def deadline_label(value: Any, now: datetime | None = None) -> str:
+    left = seconds_left(value, now)
+    if left is None:
+        return "—"
+    if left < 0:
+        return f"⛔ overdue {human_span(-left)}"
+    badge = "⚠️ " if left < 600 else ""
+    return f"{badge}in {human_span(left)}"
+
+
+def unified_diff(previous: str | None, current: str) -> str:
+    lines = difflib.unified_diff(
+        (previous or "").splitlines(),
+        current.splitlines(),
+        fromfile="previous round",
+        tofile="this round",
+        lineterm="",
+    )
+    return "\n".join(lines)
+
+
+def highlight(text: str, quotes: list[str]) -> str:
+    """``text`` as escaped HTML in a <pre>, each quoted span wrapped in <mark>."""
+    spans: list[tuple[int, int]] = []
+    for quote in quotes:
+        if not quote:
+            continue
+        start = text.find(quote)
+        while start != -1:
+            spans.append((start, start + len(quote)))
+            start = text.find(quote, start + len(quote))
+    spans.sort()
+    out, pos = [], 0
+    for start, end in spans:
+        if start < pos:  # overlapping quotes: keep the first
+            continue
+        out.append(html.escape(text[pos:start]))
+        out.append(f"<mark>{html.escape(text[start:end])}</mark>")
+        pos = end
+    out.append(html.escape(text[pos:]))
+    return '<pre style="white-space: pre-wrap">' + "".join(out) + "</pre>"
+
+
+def latest_confidence(critiques: list[dict[str, Any]]) -> float | None:
+    for critique in reversed(critiques or []):
+        if critique.get("confidence") is not None:
+            return float(critique["confidence"])
+    return None
