@@ -35,6 +35,7 @@ COPY services/critic/pyproject.toml services/critic/
 COPY services/fakemodel/pyproject.toml services/fakemodel/
 COPY services/sandbox/pyproject.toml services/sandbox/
 COPY services/orchestrator/pyproject.toml services/orchestrator/
+COPY ui/pyproject.toml ui/
 
 # ---------------------------------------------------------------------------------- runtime
 FROM ${PYTHON_IMAGE} AS runtime
