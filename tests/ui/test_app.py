@@ -200,6 +200,30 @@ def test_comment_decision_is_sent_with_an_idempotency_key():
     assert not at.get("form")  # resolved: no second form
 
 
+def test_a_comment_can_become_a_scoped_lesson():
+    fake = FakeClient()
+    at = open_review(fake)
+    at.radio(key="decision-action").set_value("comment")
+    at.text_area(key="decision-comment").input("Syllables first, imagery second.")
+    at.checkbox(key="decision-lesson").check()
+    at.text_input(key="decision-scope").input("poetry")
+    at.button(key="decision-submit").click().run()
+    assert_clean(at)
+    ((_, kwargs),) = fake.called("decide")
+    assert kwargs["lesson"] is True
+    assert kwargs["lesson_scope"] == "poetry"
+
+
+def test_a_lesson_needs_a_comment():
+    fake = FakeClient()
+    at = open_review(fake)
+    at.radio(key="decision-action").set_value("approve")
+    at.checkbox(key="decision-lesson").check()
+    at.button(key="decision-submit").click().run()
+    assert "lesson is made from the comment" in at.error[0].value
+    assert fake.called("decide") == []
+
+
 def test_comment_without_text_is_not_sent():
     fake = FakeClient()
     at = open_review(fake)

@@ -41,6 +41,15 @@ def test_decision_sends_idempotency_key_and_only_fitting_fields():
     assert seen == {"key": "k1", "body": {"action": "comment", "comment": "hi"}}
     make(handler).decide("r", action="edit", idempotency_key="k2", output="new", finish=True)
     assert seen["body"] == {"action": "edit", "output": "new", "finish": True}
+    make(handler).decide(
+        "r", action="comment", idempotency_key="k3", comment="x", lesson=True, lesson_scope="poetry"
+    )
+    assert seen["body"] == {
+        "action": "comment",
+        "comment": "x",
+        "lesson": True,
+        "lesson_scope": "poetry",
+    }
 
 
 def test_errors_carry_the_server_detail():

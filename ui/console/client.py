@@ -155,10 +155,15 @@ class ConsoleClient:
         output: str | None = None,
         finish: bool = False,
         rounds: int | None = None,
+        lesson: bool = False,
+        lesson_scope: str = "global",
     ) -> dict[str, Any]:
         body: dict[str, Any] = {"action": action}
         if comment:
             body["comment"] = comment
+        if lesson:
+            body["lesson"] = True
+            body["lesson_scope"] = lesson_scope
         if action == "edit":
             body["output"] = output
             body["finish"] = finish

@@ -109,6 +109,12 @@ def _decision_form(review: dict) -> None:
         action = st.radio("Action", actions, horizontal=True, key="decision-action", captions=None)
         st.caption(" · ".join(ACTION_HELP[a] for a in actions))
         comment = st.text_area("Comment", key="decision-comment")
+        lesson = st.checkbox(
+            "Make this comment a lesson for similar future tasks", key="decision-lesson"
+        )
+        lesson_scope = st.text_input(
+            "Lesson scope: 'global' or a tag runs opt into", value="global", key="decision-scope"
+        )
         output = st.text_area(
             "Edited output (for edit)", value=ctx.get("output") or "", key="decision-output"
         )
@@ -122,6 +128,9 @@ def _decision_form(review: dict) -> None:
     if action == "comment" and not comment.strip():
         st.error("A comment decision needs the comment text.")
         return
+    if lesson and not comment.strip():
+        st.error("A lesson is made from the comment: write one.")
+        return
     if action == "edit" and not output.strip():
         st.error("An edit decision needs the edited output.")
         return
@@ -134,6 +143,8 @@ def _decision_form(review: dict) -> None:
             output=output if action == "edit" else None,
             finish=finish,
             rounds=int(rounds) if action == "retry" else None,
+            lesson=lesson,
+            lesson_scope=lesson_scope.strip() or "global",
         )
     except ApiError as exc:
         st.session_state[idem_key] = new_idempotency_key()  # a corrected form is a new request
