@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-BENCHES = ("bench.sandbox_humaneval", "bench.reflection_loop")
+BENCHES = ("bench.sandbox_humaneval", "bench.reflection_loop", "bench.review_latency")
 
 
 def main() -> int:

@@ -597,6 +597,7 @@ async def resume_state(run_id: str, round: int, stage: str) -> dict[str, Any]:
         before = next((r for r in rounds if r.number == round - 1), None)
         current_round = next((r for r in rounds if r.number == round), None)
         evaluation = current_round.evaluation if current_round and stage == "critique" else None
+        append_event(session, run_id, "run.resumed", {"round": round, "stage": stage})
         return {
             "hashes": [r.output_hash for r in earlier],
             "signature": critique_signature(before.critique)
@@ -605,4 +606,6 @@ async def resume_state(run_id: str, round: int, stage: str) -> dict[str, Any]:
             "passed": bool(evaluation["passed"]) if evaluation else None,
         }
 
-    return await rt.db.run(work)
+    state = await rt.db.run(work)
+    rt.hub.notify()
+    return state
