@@ -1,8 +1,9 @@
 # syntax=docker/dockerfile:1
 #
 # The Crosscheck Python services that need nothing from the OS beyond python:3.11-slim:
-# one build target per service (actor, critic, fakemodel, orchestrator). The sandbox has its
-# own file, sandbox.Dockerfile, because its runtime stage adds bubblewrap and the system python3.
+# one build target per service (actor, critic, fakemodel, orchestrator, console). The sandbox
+# has its own file, sandbox.Dockerfile, because its runtime stage adds bubblewrap and the
+# system python3.
 #
 #   docker build -f infra/docker/python-service.Dockerfile --target actor -t crosscheck-actor .
 #
@@ -10,7 +11,7 @@
 #   <svc>-venv  installs ONLY that service's distribution and its locked dependencies
 #               (uv sync --frozen --package ...) into /opt/venv, as real wheels (--no-editable);
 #   <svc>       copies that venv onto the slim runtime, runs as uid 10001.
-# Adding a service (the ui) is one more pair of stages; see infra/README.md.
+# Adding a service is one more pair of stages; see infra/README.md.
 
 # The builder and the runtime MUST use the same image: the venv is copied between them and
 # points at this image's /usr/local/bin/python3.11.
@@ -125,3 +126,34 @@ USER 10001:10001
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
     CMD ["python", "/opt/crosscheck/healthcheck.py", "ORCHESTRATOR_PORT"]
 ENTRYPOINT ["python", "-m", "orchestrator"]
+
+# ---------------------------------------------------------------------------------- console
+# The reviewer console (workspace member ui/, distribution crosscheck-ui, package `console`): a
+# Streamlit script, not a `python -m` service. run_console.py execs the same `streamlit run`
+# command line as `crosscheck up` (crosscheck.launcher.ConsoleSpec) on the installed
+# console/app.py, on CONSOLE_HOST:CONSOLE_PORT. It talks to the orchestrator API only
+# (CROSSCHECK_URL, set by compose); the reviewer logs in, so the image holds no token. shared
+# comes without its `providers` extra: no provider SDK.
+FROM builder AS console-venv
+RUN --mount=type=cache,target=/root/.cache/uv \
+    uv sync --frozen --no-dev --no-install-workspace --package crosscheck-ui
+COPY shared/shared shared/shared
+COPY ui/console ui/console
+RUN --mount=type=cache,target=/root/.cache/uv \
+    uv sync --frozen --no-dev --no-editable --package crosscheck-ui
+
+FROM runtime AS console
+COPY --from=console-venv /opt/venv /opt/venv
+COPY infra/docker/run_console.py /opt/crosscheck/run_console.py
+# HOME=/tmp: whatever Streamlit keeps under ~/.streamlit lands on the writable tmpfs (the root
+# is read-only). No file watcher: the installed app never changes, and polling site-packages
+# would only cost CPU.
+ENV CONSOLE_HOST=0.0.0.0 \
+    CONSOLE_PORT=8501 \
+    HOME=/tmp \
+    STREAMLIT_SERVER_FILE_WATCHER_TYPE=none
+EXPOSE 8501
+USER 10001:10001
+HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
+    CMD ["python", "/opt/crosscheck/healthcheck.py", "CONSOLE_PORT", "/_stcore/health"]
+ENTRYPOINT ["python", "/opt/crosscheck/run_console.py"]

@@ -13,6 +13,10 @@ import tomllib
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from crosscheck.launcher import ConsoleSpec
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKER_DIR = REPO / "infra" / "docker"
@@ -24,6 +28,16 @@ COMPOSE_SCHEMA = REPO / "infra" / "compose-spec.json"
 PROVIDER_SERVICES = frozenset({"actor", "critic"})
 PROVIDER_ENV = re.compile(r"^(OPENAI|ANTHROPIC)_|_API_KEY$")
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
+
+
+def console_spec() -> ConsoleSpec:
+    """How ``crosscheck up`` starts the reviewer console (crosscheck.launcher.ConsoleSpec): the
+    reference the console's image and compose service must agree with."""
+    from crosscheck.launcher import SERVICES, ConsoleSpec
+
+    spec = next(s for s in SERVICES if s.name == "console")
+    assert isinstance(spec, ConsoleSpec)
+    return spec
 
 
 # ------------------------------------------------------------------------------ workspace
@@ -253,3 +267,37 @@ def python_module(entrypoint: list[str] | None) -> str | None:
         if entrypoint[1] == "-m":
             return entrypoint[2]
     return None
+
+
+# Images whose ENTRYPOINT is a script of ours rather than ``python -m <pkg>``: the script's path
+# in the image -> (its source in the repository, the workspace package it serves).
+ENTRYPOINT_SCRIPTS = {
+    "/opt/crosscheck/run_console.py": ("infra/docker/run_console.py", "console"),
+}
+
+
+def entrypoint_script(entrypoint: list[str] | None) -> str | None:
+    """``["python", "/opt/crosscheck/run_console.py"]`` -> that path, if it is one of ours."""
+    if entrypoint and len(entrypoint) == 2 and Path(entrypoint[0]).name.startswith("python"):
+        if entrypoint[1] in ENTRYPOINT_SCRIPTS:
+            return entrypoint[1]
+    return None
+
+
+def served_package(entrypoint: list[str] | None) -> str | None:
+    """The workspace package an image runs: ``python -m <pkg>``, or the package a known
+    entrypoint script serves (the console's ``run_console.py`` -> ``console``)."""
+    script = entrypoint_script(entrypoint)
+    if script is not None:
+        return ENTRYPOINT_SCRIPTS[script][1]
+    return python_module(entrypoint)
+
+
+def healthcheck_arguments(words: list[str], script: str) -> tuple[str, str] | None:
+    """(port variable, path) of ``[..., script, PORT_VARIABLE, [PATH]]``, else None."""
+    if script not in words:
+        return None
+    rest = words[words.index(script) + 1 :]
+    if len(rest) not in (1, 2):
+        return None
+    return rest[0], rest[1] if len(rest) == 2 else "/healthz"

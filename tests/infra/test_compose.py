@@ -28,19 +28,30 @@ from tests.infra._support import (
     COMPOSE_FILE,
     COMPOSE_SCHEMA,
     DEMO_OVERRIDE,
+    ENTRYPOINT_SCRIPTS,
     PROVIDER_ENV,
     PROVIDER_SERVICES,
     REPO,
     SECRET_NAME,
+    console_spec,
     exec_form,
+    healthcheck_arguments,
     is_root_user,
     load_dockerfile,
     member_for_package,
     package_dir,
-    python_module,
+    served_package,
 )
 
-REQUIRED_SERVICES = {"actor", "critic", "sandbox", "fakemodel", "orchestrator", "postgres"}
+REQUIRED_SERVICES = {
+    "actor",
+    "critic",
+    "sandbox",
+    "fakemodel",
+    "orchestrator",
+    "postgres",
+    "console",
+}
 TOKEN_SERVICES = {"actor", "critic", "sandbox", "orchestrator"}
 DEMO_ONLY = {"fakemodel"}
 
@@ -180,9 +191,15 @@ def references(value: str | None) -> list[tuple[str, str]]:
 
 
 def healthcheck_port_variable(service: Doc) -> str | None:
+    arguments = healthcheck_arguments_of(service)
+    return arguments[0] if arguments else None
+
+
+def healthcheck_arguments_of(service: Doc) -> tuple[str, str] | None:
+    """(port variable, path) the service's healthcheck.py probe reads."""
     test = (service.get("healthcheck") or {}).get("test")
-    if isinstance(test, list) and HEALTHCHECK_SCRIPT in test:
-        return str(test[-1])
+    if isinstance(test, list):
+        return healthcheck_arguments([str(word) for word in test], HEALTHCHECK_SCRIPT)
     return None
 
 
@@ -268,9 +285,12 @@ def build_problems(doc: Doc) -> list[str]:
         if entrypoint is None:
             found = df.effective(stage, "ENTRYPOINT")
             entrypoint = exec_form(found.args) if found else None
-        module = python_module(entrypoint if isinstance(entrypoint, list) else None)
+        module = served_package(entrypoint if isinstance(entrypoint, list) else None)
         if module is None:
-            problems.append(f"{name}: entrypoint {entrypoint!r} is not python -m <pkg>")
+            problems.append(
+                f"{name}: entrypoint {entrypoint!r} is neither python -m <pkg> nor one of "
+                f"the scripts {sorted(ENTRYPOINT_SCRIPTS)}"
+            )
             continue
         member = member_for_package(module)
         if member is None or not (package_dir(member, module) / "__init__.py").is_file():
@@ -439,6 +459,42 @@ def orchestrator_problems(doc: Doc) -> list[str]:
     return problems
 
 
+def console_problems(doc: Doc) -> list[str]:
+    """The reviewer console: the image's (= the launcher's) command line on the launcher's port
+    and health path, pointed at the orchestrator it waits for, holding no secret."""
+    console = services(doc).get("console")
+    if console is None:
+        return ["no console service"]
+    launcher = console_spec()
+    problems = []
+    env = environment(console)
+    port_variable = f"{launcher.env_prefix}PORT"
+    if env.get(port_variable) != str(launcher.default_port):
+        problems.append(
+            f"console: {port_variable} is {env.get(port_variable)!r}, the launcher's port is "
+            f"{launcher.default_port}"
+        )
+    expected = (port_variable, launcher.health_path)
+    if healthcheck_arguments_of(console) != expected:
+        problems.append(f"console: healthcheck does not probe {expected}")
+    for key in ("entrypoint", "command"):
+        if key in console:
+            problems.append(f"console: overrides the image's {key} (the launcher's command line)")
+    orchestrator = services(doc).get("orchestrator") or {}
+    api = f"http://orchestrator:{environment(orchestrator).get('ORCHESTRATOR_PORT')}"
+    if env.get("CROSSCHECK_URL") != api:
+        problems.append(f"console: CROSSCHECK_URL is {env.get('CROSSCHECK_URL')!r}, not {api}")
+    if depends_on(console).get("orchestrator") != "service_healthy":
+        problems.append("console: does not wait for the orchestrator to be healthy")
+    if not attached_networks(console) & attached_networks(orchestrator) & internal_networks(doc):
+        problems.append("console: shares no internal network with the orchestrator")
+    if secrets := sorted(k for k in env if SECRET_NAME.search(k) or k == "DATABASE_URL"):
+        problems.append(f"console: is given {secrets} (reviewers log in with their own token)")
+    if not console.get("ports"):
+        problems.append("console: publishes no port (a browser could not reach it)")
+    return problems
+
+
 def port_problems(doc: Doc) -> list[str]:
     problems = []
     for name, service in services(doc).items():
@@ -573,6 +629,7 @@ ALL_CHECKS: tuple[Callable[[Doc], list[str]], ...] = (
     provider_problems,
     database_problems,
     orchestrator_problems,
+    console_problems,
     port_problems,
     listen_problems,
     network_problems,
@@ -943,6 +1000,107 @@ BROKEN: dict[str, tuple[Callable[[Doc], None], Callable[[Doc], list[str]]]] = {
         orchestrator_problems,
     ),
     "demo service always on": (_delete("services.fakemodel.profiles"), service_set_problems),
+    # the reviewer console
+    "no console": (_delete("services.console"), service_set_problems),
+    "no console (console)": (_delete("services.console"), console_problems),
+    "console only in a profile": (_set("services.console.profiles", ["ui"]), service_set_problems),
+    "console wrong target": (_set("services.console.build.target", "orchestrator"), build_problems),
+    "console entrypoint of a missing script": (
+        _set("services.console.entrypoint", ["python", "/opt/crosscheck/run-console.py"]),
+        build_problems,
+    ),
+    "console command override": (
+        _set("services.console.command", ["--server.port=8502"]),
+        console_problems,
+    ),
+    "console entrypoint override": (
+        _set("services.console.entrypoint", ["python", "/opt/crosscheck/run_console.py"]),
+        console_problems,
+    ),
+    "console no healthcheck": (_delete("services.console.healthcheck"), healthcheck_problems),
+    "console healthcheck on /healthz": (
+        _set(
+            "services.console.healthcheck.test",
+            ["CMD", "python", HEALTHCHECK_SCRIPT, "CONSOLE_PORT"],
+        ),
+        console_problems,
+    ),
+    "console healthcheck on another port": (
+        _set(
+            "services.console.healthcheck.test",
+            ["CMD", "python", HEALTHCHECK_SCRIPT, "ORCHESTRATOR_PORT", "/_stcore/health"],
+        ),
+        healthcheck_problems,
+    ),
+    "console on another port than the launcher's": (
+        _env("console", "CONSOLE_PORT", "8502"),
+        console_problems,
+    ),
+    "console publishes another port": (
+        _set("services.console.ports", ["127.0.0.1:8501:8502"]),
+        port_problems,
+    ),
+    "console port on all interfaces": (
+        _set("services.console.ports", ["8501:8501"]),
+        port_problems,
+    ),
+    "console unpublished": (_delete("services.console.ports"), console_problems),
+    "console listens on loopback": (_env("console", "CONSOLE_HOST", "127.0.0.1"), listen_problems),
+    "console api on loopback": (
+        _env("console", "CROSSCHECK_URL", "http://127.0.0.1:8000"),
+        console_problems,
+    ),
+    "console api on the wrong port": (
+        _env("console", "CROSSCHECK_URL", "http://orchestrator:8001"),
+        console_problems,
+    ),
+    "console does not wait for the orchestrator": (
+        _delete("services.console.depends_on"),
+        console_problems,
+    ),
+    "console waits only for the orchestrator to start": (
+        _set("services.console.depends_on.orchestrator.condition", "service_started"),
+        console_problems,
+    ),
+    "console off the orchestrator's internal network": (
+        _set("services.console.networks", ["edge"]),
+        console_problems,
+    ),
+    "console publishes from internal only": (
+        _set("services.console.networks", ["internal"]),
+        network_problems,
+    ),
+    "console on egress": (
+        _set("services.console.networks", ["internal", "edge", "egress"]),
+        network_problems,
+    ),
+    "console gets the admin token": (
+        _env("console", "CROSSCHECK_ADMIN_TOKEN", "${CROSSCHECK_ADMIN_TOKEN:?set it}"),
+        secret_problems,
+    ),
+    "console gets the service token": (
+        _env("console", "CROSSCHECK_SERVICE_TOKEN", "${CROSSCHECK_SERVICE_TOKEN:?set it}"),
+        secret_problems,
+    ),
+    "console gets a reviewer token": (
+        _env("console", "CROSSCHECK_TOKEN", "${CROSSCHECK_TOKEN:-}"),
+        console_problems,
+    ),
+    "console gets a database": (
+        _env(
+            "console",
+            "DATABASE_URL",
+            "postgresql://crosscheck:${POSTGRES_PASSWORD:?x}@postgres:5432/crosscheck",
+        ),
+        database_problems,
+    ),
+    "console gets a key": (
+        _env("console", "OPENAI_API_KEY", "${OPENAI_API_KEY:-}"),
+        provider_problems,
+    ),
+    "console as root": (_set("services.console.user", "0:0"), hardening_problems),
+    "console writable root": (_set("services.console.read_only", False), hardening_problems),
+    "console no restart": (_delete("services.console.restart"), restart_problems),
     "sandbox only in a profile": (
         _set("services.sandbox.profiles", ["demo"]),
         service_set_problems,

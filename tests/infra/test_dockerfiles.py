@@ -6,26 +6,33 @@ real files have none, and that deliberately broken copies of them do have some.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from tests.infra._support import (
+    ENTRYPOINT_SCRIPTS,
     REPO,
     SECRET_NAME,
     Dockerfile,
+    console_spec,
     dockerfiles,
+    entrypoint_script,
     exec_form,
     expand,
+    healthcheck_arguments,
     is_root_user,
     load_dockerfile,
     member_for_package,
     package_dir,
     parse_dockerfile,
-    python_module,
+    served_package,
     split_flags,
     workspace_closure,
     workspace_members,
@@ -33,6 +40,7 @@ from tests.infra._support import (
 
 PYTHON_SERVICE = REPO / "infra" / "docker" / "python-service.Dockerfile"
 SANDBOX = REPO / "infra" / "docker" / "sandbox.Dockerfile"
+RUN_CONSOLE = REPO / "infra" / "docker" / "run_console.py"
 HEALTHCHECK_SCRIPT = "/opt/crosscheck/healthcheck.py"
 VENV = "/opt/venv"
 
@@ -68,10 +76,12 @@ def service_stage_problems(df: Dockerfile) -> list[str]:
         problems += _healthcheck_problems(df, stage, where)
 
         raw_entrypoint = stage.all("ENTRYPOINT")[-1].args
-        module = python_module(exec_form(raw_entrypoint))
+        entrypoint = exec_form(raw_entrypoint)
+        module = served_package(entrypoint)
         if module is None:
             problems.append(
-                f"{where}: ENTRYPOINT {raw_entrypoint} is not exec-form python -m <pkg>"
+                f"{where}: ENTRYPOINT {raw_entrypoint} is not exec-form python -m <pkg> "
+                f"(or one of the scripts {sorted(ENTRYPOINT_SCRIPTS)})"
             )
             continue
         member = member_for_package(module)
@@ -80,8 +90,28 @@ def service_stage_problems(df: Dockerfile) -> list[str]:
             continue
         if not (package_dir(member, module) / "__init__.py").is_file():
             problems.append(f"{where}: package {module!r} has no __init__.py in {member.path}")
+        script = entrypoint_script(entrypoint)
+        if script is None and not (package_dir(member, module) / "__main__.py").is_file():
+            problems.append(f"{where}: python -m {module} needs {module}/__main__.py")
+        if script is not None:
+            problems += _script_problems(df, stage, script, where)
         problems += _venv_problems(df, stage, member.dist, where)
     return problems
+
+
+def _script_problems(df: Dockerfile, stage, script: str, where: str) -> list[str]:
+    """An entrypoint script is copied, from its one source, into the stage that runs it."""
+    source = ENTRYPOINT_SCRIPTS[script][0]
+    copies = [
+        words
+        for i in df.in_chain(stage, "COPY")
+        if not split_flags(i.args)[0].get("from")
+        for words in [split_flags(i.args)[1]]
+        if words[-1:] == [script]
+    ]
+    if copies != [[source, script]]:
+        return [f"{where}: ENTRYPOINT runs {script}, which is not copied from {source}"]
+    return []
 
 
 def _healthcheck_problems(df: Dockerfile, stage, where: str) -> list[str]:
@@ -90,10 +120,10 @@ def _healthcheck_problems(df: Dockerfile, stage, where: str) -> list[str]:
     if health is None or health.args.upper().startswith("NONE"):
         return [f"{where}: no HEALTHCHECK"]
     command = health.args[health.args.find("CMD") + 3 :].strip()
-    words = exec_form(command)
-    if not words or HEALTHCHECK_SCRIPT not in words:
-        return [f"{where}: HEALTHCHECK does not run {HEALTHCHECK_SCRIPT}: {command}"]
-    port_variable = words[-1]
+    arguments = healthcheck_arguments(exec_form(command) or [], HEALTHCHECK_SCRIPT)
+    if arguments is None:
+        return [f"{where}: HEALTHCHECK does not run {HEALTHCHECK_SCRIPT} PORT_VARIABLE: {command}"]
+    port_variable, _ = arguments
     env = df.env(stage)
     exposed = [w for i in df.in_chain(stage, "EXPOSE") for w in i.args.split()]
     if port_variable not in env:
@@ -242,6 +272,79 @@ def sandbox_problems(df: Dockerfile) -> list[str]:
     return problems
 
 
+def load_run_console(path: Path = RUN_CONSOLE) -> ModuleType:
+    """infra/docker/run_console.py (the console image's ENTRYPOINT) as a module."""
+    spec = importlib.util.spec_from_file_location("run_console_under_test", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def console_problems(df: Dockerfile) -> list[str]:
+    """The console target: run_console.py, on the launcher's port and health path, with
+    Streamlit's writable state on /tmp, from a venv of crosscheck-ui without extras."""
+    stage = df.stage("console")
+    if stage is None:
+        return ["no console stage"]
+    launcher = console_spec()
+    prefix = launcher.env_prefix
+    problems = []
+    entrypoint = exec_form(stage.all("ENTRYPOINT")[-1].args) if stage.all("ENTRYPOINT") else None
+    if served_package(entrypoint) != "console" or entrypoint_script(entrypoint) is None:
+        problems.append(f"console: ENTRYPOINT {entrypoint!r} is not run_console.py")
+    env = df.env(stage)
+    if env.get(f"{prefix}PORT") != str(launcher.default_port):
+        problems.append(
+            f"console: {prefix}PORT={env.get(f'{prefix}PORT')!r}, the launcher's is "
+            f"{launcher.default_port}"
+        )
+    health = df.effective(stage, "HEALTHCHECK")
+    words = exec_form(health.args[health.args.find("CMD") + 3 :].strip()) if health else None
+    expected = (f"{prefix}PORT", launcher.health_path)
+    if healthcheck_arguments(words or [], HEALTHCHECK_SCRIPT) != expected:
+        problems.append(f"console: HEALTHCHECK {words!r} does not probe {expected}")
+    if not env.get("HOME", "").startswith("/tmp"):
+        problems.append(f"console: HOME={env.get('HOME')!r} is not on the writable /tmp")
+    if env.get("STREAMLIT_SERVER_FILE_WATCHER_TYPE") != "none":
+        problems.append("console: Streamlit would watch (poll) the installed, unchanging files")
+    if provider := [name for name in env if re.match(r"(OPENAI|ANTHROPIC)_", name)]:
+        problems.append(f"console: the image sets provider variables {provider}")
+    venv = df.stage("console-venv")
+    syncs = [i.args for i in venv.all("RUN") if "uv sync" in i.args] if venv else []
+    if not syncs or any("--package crosscheck-ui" not in a for a in syncs):
+        problems.append("console: console-venv does not uv sync --package crosscheck-ui")
+    if [a for a in syncs if "--extra" in a or "--all-extras" in a]:
+        problems.append("console: console-venv installs extras (shared[providers] = SDKs)")
+    return problems
+
+
+def console_command_problems(image: ModuleType, df: Dockerfile) -> list[str]:
+    """run_console.py builds exactly the launcher's command line, for the image's environment
+    and for any other host and port, and its defaults are the image's."""
+    launcher = console_spec()
+    stage = df.stage("console")
+    if stage is None:
+        return ["no console stage"]
+    env = df.env(stage)
+    problems = []
+    for settings in (env, {**env, "CONSOLE_HOST": "127.0.0.1", "CONSOLE_PORT": "9123"}):
+        ours, theirs = image.command(settings), launcher.command(settings)
+        if ours != theirs:
+            problems.append(f"for {settings}: the image runs {ours}, the launcher {theirs}")
+    if image.ENV_PREFIX != launcher.env_prefix:
+        problems.append(f"ENV_PREFIX {image.ENV_PREFIX!r}, the launcher's {launcher.env_prefix!r}")
+    defaults = (image.DEFAULT_HOST, str(image.DEFAULT_PORT))
+    if defaults != (env.get("CONSOLE_HOST"), env.get("CONSOLE_PORT")):
+        problems.append(f"run_console.py defaults {defaults} differ from the image's ENV")
+    if image.DEFAULT_PORT != launcher.default_port:
+        problems.append(
+            f"DEFAULT_PORT {image.DEFAULT_PORT}, the launcher's {launcher.default_port}"
+        )
+    return problems
+
+
 ALL_CHECKS = (
     structure_problems,
     service_stage_problems,
@@ -266,16 +369,17 @@ def test_dockerfile_has_no_problems(path: Path):
     assert all_problems(load_dockerfile(path)) == []
 
 
-def test_the_python_service_file_builds_actor_critic_fakemodel_and_orchestrator():
+def test_the_python_service_file_builds_actor_critic_fakemodel_orchestrator_and_console():
     df = load_dockerfile(PYTHON_SERVICE)
     modules = {
-        s.name: python_module(exec_form(s.all("ENTRYPOINT")[-1].args)) for s in df.service_stages()
+        s.name: served_package(exec_form(s.all("ENTRYPOINT")[-1].args)) for s in df.service_stages()
     }
     assert modules == {
         "actor": "actor",
         "critic": "critic",
         "fakemodel": "fakemodel",
         "orchestrator": "orchestrator",
+        "console": "console",
     }
 
 
@@ -293,6 +397,72 @@ def test_the_orchestrator_image_listens_on_8000_without_provider_settings():
     assert syncs, "orchestrator-venv runs no uv sync"
     # shared comes in as a plain dependency: no `providers` extra, no SDKs.
     assert not [a for a in syncs if "--extra" in a or "--all-extras" in a], syncs
+
+
+def test_the_console_image_is_built_as_the_launcher_runs_it():
+    assert console_problems(load_dockerfile(PYTHON_SERVICE)) == []
+
+
+def test_the_console_image_runs_the_launchers_streamlit_command():
+    """run_console.py and crosscheck.launcher.ConsoleSpec (`crosscheck up`) agree on the app
+    script, the flags, the host and the port, so the image and the local stack cannot drift."""
+    df = load_dockerfile(PYTHON_SERVICE)
+    image = load_run_console()
+    assert console_command_problems(image, df) == []
+    stage = df.stage("console")
+    assert stage is not None
+    command = image.command(df.env(stage))
+    assert command[:4] == [sys.executable, "-m", "streamlit", "run"]
+    app = Path(command[4])
+    assert app.parts[-2:] == ("console", "app.py")
+    assert app.is_file()
+    assert command[5:] == [
+        "--server.headless=true",
+        "--server.address=0.0.0.0",
+        "--server.port=8501",
+        "--browser.gatherUsageStats=false",
+    ]
+
+
+def test_run_console_execs_streamlit(monkeypatch):
+    image = load_run_console()
+    calls = []
+    monkeypatch.setattr(image.os, "execv", lambda path, argv: calls.append((path, argv)))
+    monkeypatch.setenv("CONSOLE_HOST", "0.0.0.0")
+    monkeypatch.setenv("CONSOLE_PORT", "8501")
+    image.main()
+    assert calls == [(sys.executable, image.command({"CONSOLE_PORT": "8501"}))]
+
+
+@pytest.mark.parametrize("port", ["", "http", "0", "70000"])
+def test_run_console_refuses_a_bad_port(monkeypatch, capsys, port):
+    image = load_run_console()
+    monkeypatch.setattr(image.os, "execv", lambda *_: pytest.fail("exec with a bad port"))
+    monkeypatch.setenv("CONSOLE_PORT", port)
+    assert image.main() == 2
+    assert "CONSOLE_PORT" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ('"app.py"', '"main.py"'),
+        ('"--browser.gatherUsageStats=false",\n', ""),
+        ("--server.headless=true", "--server.headless=false"),
+        ('f"--server.address={host}"', '"--server.address=0.0.0.0"'),
+        ('f"--server.port={int(raw_port)}"', '"--server.port=8501"'),
+        ('ENV_PREFIX = "CONSOLE_"', 'ENV_PREFIX = "UI_"'),
+        ("DEFAULT_PORT = 8501", "DEFAULT_PORT = 8502"),
+        ('DEFAULT_HOST = "0.0.0.0"', 'DEFAULT_HOST = "127.0.0.1"'),
+    ],
+)
+def test_a_console_command_that_drifts_from_the_launcher_is_caught(tmp_path, old, new):
+    text = RUN_CONSOLE.read_text()
+    assert old in text, f"mutation target {old!r} not in {RUN_CONSOLE.name}"
+    broken = tmp_path / "run_console.py"
+    broken.write_text(text.replace(old, new))
+    image = load_run_console(broken)
+    assert console_command_problems(image, load_dockerfile(PYTHON_SERVICE)) != []
 
 
 def test_the_sandbox_image_has_bubblewrap_and_system_python():
@@ -389,7 +559,67 @@ BROKEN = {
     "ADD instead of COPY": lambda: _broken(
         SANDBOX, "COPY infra/docker/healthcheck.py", "ADD infra/docker/healthcheck.py"
     ),
+    "python -m of a package without __main__": lambda: _broken(
+        SANDBOX, '"-m", "sandbox"', '"-m", "shared"'
+    ),
+    "console runs an unknown script": lambda: _broken(
+        PYTHON_SERVICE, '"/opt/crosscheck/run_console.py"]', '"/opt/crosscheck/run-console.py"]'
+    ),
+    "console script not copied": lambda: _drop_lines(PYTHON_SERVICE, r"COPY infra/docker/run_con"),
+    "console script copied from elsewhere": lambda: _broken(
+        PYTHON_SERVICE, "COPY infra/docker/run_console.py", "COPY infra/docker/healthcheck.py"
+    ),
+    "console without its source": lambda: _broken(
+        PYTHON_SERVICE, "COPY ui/console ui/console\n", ""
+    ),
+    "console without the ui manifest": lambda: _broken(
+        PYTHON_SERVICE, "COPY ui/pyproject.toml ui/\n", ""
+    ),
+    "console venv of another service": lambda: _broken(
+        PYTHON_SERVICE, "--package crosscheck-ui", "--package crosscheck-actor"
+    ),
+    "console port mismatch": lambda: _broken(PYTHON_SERVICE, "EXPOSE 8501", "EXPOSE 8502"),
+    "console on loopback": lambda: _broken(
+        PYTHON_SERVICE, "CONSOLE_HOST=0.0.0.0", "CONSOLE_HOST=127.0.0.1"
+    ),
+    "console healthcheck on another port": lambda: _broken(
+        PYTHON_SERVICE, '"CONSOLE_PORT", "/_stcore/health"', '"ACTOR_PORT", "/_stcore/health"'
+    ),
 }
+
+
+# What console_problems alone must catch (the generic checks above cannot know the launcher).
+BROKEN_CONSOLE = {
+    "no console stage": lambda: _broken(PYTHON_SERVICE, "AS console\n", "AS consol\n"),
+    "healthcheck on /healthz": lambda: _broken(
+        PYTHON_SERVICE, '"CONSOLE_PORT", "/_stcore/health"]', '"CONSOLE_PORT"]'
+    ),
+    "another port than the launcher's": lambda: _broken(
+        PYTHON_SERVICE, "CONSOLE_PORT=8501", "CONSOLE_PORT=8502"
+    ),
+    "python -m console": lambda: _broken(
+        PYTHON_SERVICE,
+        '["python", "/opt/crosscheck/run_console.py"]',
+        '["python", "-m", "console"]',
+    ),
+    "read-only home": lambda: _broken(PYTHON_SERVICE, "    HOME=/tmp \\\n", ""),
+    "file watcher on": lambda: _broken(
+        PYTHON_SERVICE,
+        "STREAMLIT_SERVER_FILE_WATCHER_TYPE=none",
+        "STREAMLIT_SERVER_FILE_WATCHER_TYPE=auto",
+    ),
+    "provider sdk extra": lambda: _broken(
+        PYTHON_SERVICE, "--package crosscheck-ui", "--package crosscheck-ui --extra providers"
+    ),
+    "provider variable": lambda: _broken(
+        PYTHON_SERVICE, "ENV CONSOLE_HOST=0.0.0.0", "ENV OPENAI_BASE_URL=x CONSOLE_HOST=0.0.0.0"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN_CONSOLE))
+def test_a_broken_console_dockerfile_is_caught(name: str):
+    assert console_problems(BROKEN_CONSOLE[name]()) != [], name
 
 
 @pytest.mark.parametrize("name", sorted(BROKEN))

@@ -105,5 +105,27 @@ def test_a_missing_or_bad_port_variable_is_unhealthy(value):
     assert "ACTOR_PORT" in result.stderr
 
 
-def test_usage_error_exits_two():
-    assert _run({}).returncode == 2
+def test_a_streamlit_health_endpoint_is_probed_on_its_path(server):
+    """The console: ``healthcheck.py CONSOLE_PORT /_stcore/health``, which answers plain ok."""
+    server.RequestHandlerClass.body = b"ok"
+    result = _run({"CONSOLE_PORT": _port(server)}, "CONSOLE_PORT", "/_stcore/health")
+    assert result.returncode == 0, result.stderr
+    assert server.RequestHandlerClass.paths == ["/_stcore/health"]
+
+
+@pytest.mark.parametrize(("status", "body"), [(503, b"ok"), (200, b"ko"), (200, b'"ok"')])
+def test_a_streamlit_health_endpoint_that_is_not_ready_is_unhealthy(server, status, body):
+    server.RequestHandlerClass.status = status
+    server.RequestHandlerClass.body = body
+    result = _run({"CONSOLE_PORT": _port(server)}, "CONSOLE_PORT", "/_stcore/health")
+    assert result.returncode == 1
+    assert "unhealthy" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [(), ("ACTOR_PORT", "healthz"), ("ACTOR_PORT", "/healthz", "extra")],
+    ids=["no arguments", "relative path", "too many"],
+)
+def test_usage_error_exits_two(args):
+    assert _run({"ACTOR_PORT": "8001"}, *args).returncode == 2

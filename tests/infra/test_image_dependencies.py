@@ -21,13 +21,14 @@ from pathlib import Path
 import pytest
 
 from tests.infra._support import (
+    ENTRYPOINT_SCRIPTS,
     REPO,
     dockerfiles,
     exec_form,
     load_dockerfile,
     member_for_package,
     package_dir,
-    python_module,
+    served_package,
     workspace_members,
 )
 
@@ -77,9 +78,11 @@ def _guarded(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
 
 
 def imported_top_levels(package: Path) -> dict[str, str]:
-    """Top-level module name -> first file importing it, for unguarded absolute imports."""
+    """Top-level module name -> first file importing it, for unguarded absolute imports
+    (``package`` may also be a single file)."""
     found: dict[str, str] = {}
-    for path in sorted(package.rglob("*.py")):
+    paths = [package] if package.is_file() else sorted(package.rglob("*.py"))
+    for path in paths:
         tree = ast.parse(path.read_text(), filename=str(path))
         parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
         for node in ast.walk(tree):
@@ -102,7 +105,7 @@ def service_packages() -> list[tuple[str, str]]:
     for path in dockerfiles():
         df = load_dockerfile(path)
         for stage in df.service_stages():
-            module = python_module(exec_form(stage.all("ENTRYPOINT")[-1].args))
+            module = served_package(exec_form(stage.all("ENTRYPOINT")[-1].args))
             member = member_for_package(module) if module else None
             if module is not None and member is not None:
                 result.append((module, member.dist))
@@ -140,6 +143,7 @@ def test_every_service_image_is_covered():
         "sandbox",
         "fakemodel",
         "orchestrator",
+        "console",
     }
 
 
@@ -183,6 +187,26 @@ def test_the_orchestrator_migrations_ship_in_its_package():
     assert (migrations / "env.py").is_file()
     assert (migrations / "script.py.mako").is_file()
     assert list((migrations / "versions").glob("*.py"))
+
+
+def test_the_console_image_has_streamlit_and_no_provider_sdk():
+    """The console talks to the orchestrator API only (httpx); shared comes without the
+    `providers` extra. ``streamlit run`` is started by name, not imported by the app."""
+    closure = locked_closure("crosscheck-ui")
+    assert {"crosscheck-ui", "crosscheck-shared", "streamlit", "httpx"} <= closure
+    assert not closure & PROVIDER_SDKS, sorted(closure & PROVIDER_SDKS)
+
+
+@pytest.mark.parametrize("script", sorted(ENTRYPOINT_SCRIPTS))
+def test_an_entrypoint_script_imports_only_the_stdlib_and_its_package(script: str):
+    """The scripts run in the image, beside the venv: nothing but the stdlib and the package
+    they serve (and what that package's image installs)."""
+    source, package = ENTRYPOINT_SCRIPTS[script]
+    member = member_for_package(package)
+    assert member is not None
+    imported = set(imported_top_levels(REPO / source))
+    assert imported - set(sys.stdlib_module_names) - {"__future__"} <= {package}
+    assert missing_imports(REPO / source, member.dist) == []
 
 
 def test_the_actor_and_critic_images_have_both_provider_sdks():
