@@ -372,3 +372,45 @@ class LessonPublic(WireModel):
     uses: int
     retired: bool
     created_at: datetime
+
+
+class RoundsBucket(WireModel):
+    rounds: int = Field(description="Rounds a finished run took.")
+    runs: int = Field(description="How many finished runs took that many rounds.")
+
+
+class ProviderStats(WireModel):
+    """Model calls of one provider in one role (actor or critic)."""
+
+    provider: str
+    role: str
+    models: list[str] = Field(description="The models this provider served in this role.")
+    calls: int
+    latency_ms_total: float
+    latency_ms_avg: float
+    latency_ms_p50: float
+    latency_ms_p95: float
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float = Field(description="Sum over the calls that have a price.")
+    unpriced_calls: int = Field(description="Calls of a model with no price entry (cost 0).")
+
+
+class StatsPublic(WireModel):
+    """Aggregates of the read model: they survive restarts, unlike the Prometheus counters."""
+
+    since: datetime | None = Field(description="Only runs created at or after this (UTC).")
+    generated_at: datetime
+    runs_total: int
+    runs_by_status: dict[str, int]
+    runs_by_stop_reason: dict[str, int] = Field(description="Finished runs only.")
+    rounds_per_run: list[RoundsBucket] = Field(description="Finished runs, by rounds taken.")
+    adoption_rate: float | None = Field(
+        description="Mean share of the critic's previous issues the actor fixed (null: no data)."
+    )
+    adoption_rounds: int = Field(description="How many rounds the adoption rate is based on.")
+    model_calls: int = Field(description="Model calls the provider figures are based on.")
+    model_calls_truncated: bool = Field(
+        description="True when only the newest calls were counted (see model_calls)."
+    )
+    providers: list[ProviderStats]

@@ -139,6 +139,51 @@ class TestListing:
         assert len(escalated["items"]) == 3
         assert (await api.get("/v1/runs", params={"status": "succeeded"})).json()["items"] == []
 
+    async def test_search_by_task_text_any_case_or_by_exact_id(self, api):
+        tides, report, poem = [
+            await start(api, task=task, policy={"max_rounds": 1})
+            for task in (
+                "Explain TIDES to a sailor.",
+                "Summarise 100% of report_x.",
+                "Write a poem about rain.",
+            )
+        ]
+        for run_id in (tides, report, poem):
+            await wait_for(api, run_id)
+
+        async def found(**params) -> list[str]:
+            response = await api.get("/v1/runs", params=params)
+            assert response.status_code == 200, response.text
+            return [r["id"] for r in response.json()["items"]]
+
+        assert await found(q="tides") == [tides]
+        assert await found(q="  Tides To ") == [tides]  # trimmed, any case
+        assert await found(q=report) == [report]
+        assert await found(q=report[:-1]) == []  # ids match exactly, not by prefix
+        # LIKE wildcards are literal characters
+        assert await found(q="%") == [report]
+        assert await found(q="t_x") == [report]
+        assert await found(q="a_") == []
+        assert await found(q="nothing like it") == []
+        assert await found(q="") == [poem, report, tides]
+        assert await found(q="rain", status="escalated") == [poem]
+        assert await found(q="rain", status="succeeded") == []
+        first = (await api.get("/v1/runs", params={"q": "e", "limit": 2})).json()
+        assert [r["id"] for r in first["items"]] == [poem, report]
+        rest = await found(q="e", limit=2, cursor=first["next_cursor"])
+        assert rest == [tides]
+
+    async def test_bad_search_is_422_with_a_message(self, api):
+        response = await api.get("/v1/runs", params={"q": "x" * 201})
+        assert response.status_code == 422
+        body = response.json()
+        assert body["error"] == "ValidationError"
+        assert body["detail"][0]["loc"] == ["query", "q"]
+        assert "200" in body["detail"][0]["msg"]
+        response = await api.get("/v1/runs", params={"q": "nul\x00byte"})
+        assert response.status_code == 422
+        assert (await api.get("/v1/runs", params={"q": "x" * 200})).status_code == 200
+
 
 class TestTrajectory:
     async def test_every_model_request_and_response_without_keys(self, api):

@@ -34,6 +34,7 @@ from orchestrator.reviews.router import lessons_router
 from orchestrator.reviews.router import router as reviews_router
 from orchestrator.runs.router import router as runs_router
 from orchestrator.settings import OrchestratorSettings
+from orchestrator.stats.router import router as stats_router
 from shared.contracts import ServiceInfo
 from shared.logging import get_logger
 from shared.service import build_service_app
@@ -132,6 +133,7 @@ def create_app(
     app.include_router(events_router)
     app.include_router(tokens_router)
     app.include_router(accounts_router)
+    app.include_router(stats_router)
 
     @app.get("/metrics", tags=["ops"], response_class=Response)
     def prometheus_metrics() -> Response:

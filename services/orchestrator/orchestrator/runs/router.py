@@ -10,7 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from orchestrator.db import Database
 from orchestrator.deps import Reader, ServiceCaller, SessionDep
 from orchestrator.engine.launch import start_run
-from orchestrator.runs.service import MAX_PAGE, RunService
+from orchestrator.runs.service import MAX_PAGE, MAX_QUERY, RunService
 from shared.orchestration import RunCreate, RunCreated, RunPage, RunPublic, RunStatus, Trajectory
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
@@ -54,9 +54,17 @@ def list_runs(
     status_filter: Annotated[RunStatus | None, Query(alias="status")] = None,
     cursor: Annotated[str | None, Query(max_length=20)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+    q: Annotated[
+        str | None,
+        Query(
+            max_length=MAX_QUERY,
+            pattern=r"^[^\x00]*$",
+            description="Search: a run id (exact), or text the task contains (any case).",
+        ),
+    ] = None,
 ) -> RunPage:
     """Runs, newest first; pass next_cursor to get the following page."""
-    return service.list(session, status=status_filter, cursor=cursor, limit=limit)
+    return service.list(session, status=status_filter, cursor=cursor, limit=limit, q=q)
 
 
 @router.get("/{run_id}", response_model=RunPublic)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, or_, select
 
 from orchestrator.auth.service import Principal
 from orchestrator.engine import records
@@ -30,6 +30,7 @@ from shared.orchestration import (
 )
 
 MAX_PAGE = 200
+MAX_QUERY = 200
 
 
 def request_hash(body: RunCreate) -> str:
@@ -128,11 +129,23 @@ class RunService:
         )
 
     def list(
-        self, session: Session, *, status: RunStatus | None, cursor: str | None, limit: int
+        self,
+        session: Session,
+        *,
+        status: RunStatus | None,
+        cursor: str | None,
+        limit: int,
+        q: str | None = None,
     ) -> RunPage:
         query = select(Run)
         if status is not None:
             query = query.where(Run.status == status.value)
+        needle = (q or "").strip()
+        if needle:
+            # LIKE wildcards in the search are literal characters (autoescape).
+            query = query.where(
+                or_(col(Run.id) == needle, col(Run.task).icontains(needle, autoescape=True))
+            )
         if cursor:
             if not cursor.isdigit() or int(cursor) > 2**62:
                 raise BadRequest("cursor is not valid: pass the next_cursor of a previous page")

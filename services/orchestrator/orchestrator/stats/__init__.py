@@ -1,0 +1,1 @@
+"""Aggregates of the read model for dashboards: ``GET /v1/stats``."""

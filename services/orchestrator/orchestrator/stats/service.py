@@ -1,0 +1,161 @@
+"""Stats over the read model, portable across SQLite and Postgres.
+
+Counts are plain ``GROUP BY`` queries. Per-provider figures need fields inside the
+``model_calls.usage`` JSON and percentiles, which the two dialects spell differently, so
+they are folded in Python over one streamed select of the newest ``MAX_CALLS`` calls.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import func
+from sqlmodel import Session, col, select
+
+from orchestrator.tables import ModelCall, Round, Run, utcnow
+from shared.errors import BadRequest
+from shared.orchestration import FINAL_STATUSES, ProviderStats, RoundsBucket, StatsPublic
+
+MAX_CALLS = 100_000
+_STREAM = {"yield_per": 1000}
+
+
+def normalize_since(since: datetime | None) -> datetime | None:
+    """UTC, aware; a time without an offset is taken as UTC."""
+    if since is None:
+        return None
+    if since.tzinfo is None:
+        return since.replace(tzinfo=UTC)
+    try:
+        return since.astimezone(UTC)
+    except OverflowError as exc:
+        raise BadRequest(f"since is out of range once converted to UTC: {since}") from exc
+
+
+def percentile(ordered: Sequence[float], share: float) -> float:
+    """Linear interpolation between closest ranks of sorted values (0.0 when empty)."""
+    if not ordered:
+        return 0.0
+    position = share * (len(ordered) - 1)
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+@dataclass
+class _Fold:
+    models: set[str] = field(default_factory=set)
+    latencies: list[float] = field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    unpriced: int = 0
+
+    def add(self, usage: dict[str, Any], latency_ms: float) -> None:
+        if usage.get("model"):
+            self.models.add(str(usage["model"]))
+        self.latencies.append(float(latency_ms or 0.0))
+        self.input_tokens += int(usage.get("input_tokens") or 0)
+        self.output_tokens += int(usage.get("output_tokens") or 0)
+        cost = usage.get("cost_usd")
+        if cost is None:
+            self.unpriced += 1
+        else:
+            self.cost_usd += float(cost)
+
+    def public(self, provider: str, role: str) -> ProviderStats:
+        ordered = sorted(self.latencies)
+        total = sum(ordered)
+        return ProviderStats(
+            provider=provider,
+            role=role,
+            models=sorted(self.models),
+            calls=len(ordered),
+            latency_ms_total=round(total, 3),
+            latency_ms_avg=round(total / len(ordered), 3) if ordered else 0.0,
+            latency_ms_p50=round(percentile(ordered, 0.50), 3),
+            latency_ms_p95=round(percentile(ordered, 0.95), 3),
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cost_usd=round(self.cost_usd, 8),
+            unpriced_calls=self.unpriced,
+        )
+
+
+class StatsService:
+    def __init__(self, max_calls: int = MAX_CALLS) -> None:
+        self.max_calls = max_calls
+
+    def compute(self, session: Session, since: datetime | None) -> StatsPublic:
+        since = normalize_since(since)
+        recent = [col(Run.created_at) >= since] if since is not None else []
+        finished = col(Run.status).in_([s.value for s in FINAL_STATUSES])
+
+        by_status = {
+            status: int(count)
+            for status, count in session.exec(
+                select(Run.status, func.count()).where(*recent).group_by(Run.status)
+            )
+        }
+        by_stop = {
+            str(reason): int(count)
+            for reason, count in session.exec(
+                select(Run.stop_reason, func.count())
+                .where(col(Run.stop_reason).is_not(None), *recent)
+                .group_by(Run.stop_reason)
+            )
+        }
+        buckets = [
+            RoundsBucket(rounds=int(rounds), runs=int(count))
+            for rounds, count in session.exec(
+                select(Run.rounds, func.count())
+                .where(finished, *recent)
+                .group_by(col(Run.rounds))
+                .order_by(col(Run.rounds))
+            )
+        ]
+        mean, samples = session.exec(
+            select(func.avg(Round.adoption), func.count(col(Round.adoption)))
+            .join(Run, col(Run.id) == col(Round.run_id))
+            .where(col(Round.adoption).is_not(None), *recent)
+        ).one()
+
+        folds: dict[tuple[str, str], _Fold] = {}
+        calls = 0
+        rows = session.exec(
+            select(ModelCall.role, ModelCall.usage, ModelCall.latency_ms)
+            .join(Run, col(Run.id) == col(ModelCall.run_id))
+            .where(*recent)
+            .order_by(col(ModelCall.id).desc())
+            .limit(self.max_calls + 1),
+            execution_options=_STREAM,
+        )
+        truncated = False
+        for role, usage, latency_ms in rows:
+            if calls == self.max_calls:
+                truncated = True
+                break
+            calls += 1
+            doc: dict[str, Any] = dict(usage or {})
+            key = (str(doc.get("provider") or "unknown"), role)
+            folds.setdefault(key, _Fold()).add(doc, latency_ms)
+        rows.close()
+
+        return StatsPublic(
+            since=since,
+            generated_at=utcnow(),
+            runs_total=sum(by_status.values()),
+            runs_by_status=dict(sorted(by_status.items())),
+            runs_by_stop_reason=dict(sorted(by_stop.items())),
+            rounds_per_run=buckets,
+            adoption_rate=round(float(mean), 6) if samples else None,
+            adoption_rounds=int(samples),
+            model_calls=calls,
+            model_calls_truncated=truncated,
+            providers=[
+                fold.public(provider, role) for (provider, role), fold in sorted(folds.items())
+            ],
+        )

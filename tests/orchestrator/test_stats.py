@@ -1,0 +1,170 @@
+"""GET /v1/stats: aggregates of the read model, checked against the runs and trajectories."""
+
+import statistics
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from sqlmodel import Session
+
+from orchestrator.stats.service import StatsService
+from tests.orchestrator.conftest import mint, start, wait_for
+
+PASSES = "Explain why the sky is blue."  # the fake critic passes round 2
+ESCALATES = "Explain tides."  # with max_rounds 1: escalated, max_rounds
+
+
+async def two_runs(api) -> tuple[dict, dict]:
+    passed = await wait_for(api, await start(api, task=PASSES))
+    escalated = await wait_for(api, await start(api, task=ESCALATES, policy={"max_rounds": 1}))
+    assert (passed["status"], escalated["status"]) == ("succeeded", "escalated")
+    return passed, escalated
+
+
+async def stats(api, **params) -> dict:
+    response = await api.get("/v1/stats", params=params)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def expected_providers(api, *run_ids: str) -> dict[tuple[str, str], dict]:
+    """The per-provider figures, recomputed from the trajectories of the runs."""
+    calls: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for run_id in run_ids:
+        trajectory = (await api.get(f"/v1/runs/{run_id}/trajectory")).json()
+        for call in trajectory["calls"]:
+            calls[(call["usage"]["provider"], call["role"])].append(call)
+    out = {}
+    for key, group in calls.items():
+        latencies = [c["latency_ms"] for c in group]
+        cuts = statistics.quantiles(latencies, n=100, method="inclusive")
+        out[key] = {
+            "calls": len(group),
+            "models": sorted({c["usage"]["model"] for c in group}),
+            "latency_ms_total": sum(latencies),
+            "latency_ms_avg": statistics.fmean(latencies),
+            "latency_ms_p50": cuts[49],
+            "latency_ms_p95": cuts[94],
+            "input_tokens": sum(c["usage"]["input_tokens"] for c in group),
+            "output_tokens": sum(c["usage"]["output_tokens"] for c in group),
+            "cost_usd": sum(c["usage"]["cost_usd"] or 0.0 for c in group),
+            "unpriced_calls": sum(c["usage"]["cost_usd"] is None for c in group),
+        }
+    return out
+
+
+class TestStats:
+    async def test_empty_database(self, api):
+        body = await stats(api)
+        assert body["runs_total"] == 0
+        assert body["runs_by_status"] == {}
+        assert body["runs_by_stop_reason"] == {}
+        assert body["rounds_per_run"] == []
+        assert (body["adoption_rate"], body["adoption_rounds"]) == (None, 0)
+        assert (body["model_calls"], body["model_calls_truncated"]) == (0, False)
+        assert body["providers"] == []
+        assert body["since"] is None
+
+    async def test_counts_rounds_adoption_and_providers_match_the_runs(self, api):
+        passed, escalated = await two_runs(api)
+        body = await stats(api)
+        assert body["runs_total"] == 2
+        assert body["runs_by_status"] == {"escalated": 1, "succeeded": 1}
+        assert body["runs_by_stop_reason"] == {"critic_pass": 1, "max_rounds": 1}
+        assert body["rounds_per_run"] == [{"rounds": 1, "runs": 1}, {"rounds": 2, "runs": 1}]
+
+        adoptions = [
+            r["adoption"]
+            for run in (passed, escalated)
+            for r in run["rounds"]
+            if r["adoption"] is not None
+        ]
+        assert len(adoptions) == 1  # only the passing run's round 2 follows a critique
+        assert body["adoption_rounds"] == 1
+        assert body["adoption_rate"] == pytest.approx(statistics.fmean(adoptions))
+
+        expected = await expected_providers(api, passed["id"], escalated["id"])
+        assert sorted(expected) == [("anthropic", "critic"), ("openai", "actor")]
+        got = {(p["provider"], p["role"]): p for p in body["providers"]}
+        assert sorted(got) == sorted(expected)
+        assert body["model_calls"] == 6
+        assert not body["model_calls_truncated"]
+        for key, want in expected.items():
+            have = got[key]
+            assert have["calls"] == want["calls"] == 3
+            assert have["models"] == want["models"]
+            assert (have["input_tokens"], have["output_tokens"]) == (
+                want["input_tokens"],
+                want["output_tokens"],
+            )
+            assert have["input_tokens"] > 0
+            assert have["unpriced_calls"] == want["unpriced_calls"]
+            assert have["cost_usd"] == pytest.approx(want["cost_usd"], abs=1e-8)
+            for field in ("latency_ms_total", "latency_ms_avg", "latency_ms_p50", "latency_ms_p95"):
+                assert have[field] == pytest.approx(want[field], abs=1e-3), field
+        # the sums agree with what each run billed
+        runs = (passed, escalated)
+        assert sum(p["input_tokens"] for p in body["providers"]) == sum(
+            r["input_tokens"] for r in runs
+        )
+        assert sum(p["cost_usd"] for p in body["providers"]) == pytest.approx(
+            sum(r["cost_usd"] for r in runs), abs=1e-6
+        )
+
+    async def test_since_keeps_runs_created_from_that_moment(self, api):
+        passed, escalated = await two_runs(api)
+        moment = datetime.fromisoformat(escalated["created_at"])
+        if moment.tzinfo is None:  # SQLite hands back naive UTC times
+            moment = moment.replace(tzinfo=UTC)
+        body = await stats(api, since=moment.isoformat())
+        assert body["runs_by_status"] == {"escalated": 1}
+        assert body["rounds_per_run"] == [{"rounds": 1, "runs": 1}]
+        assert (body["adoption_rate"], body["adoption_rounds"]) == (None, 0)
+        assert body["model_calls"] == 2
+        assert datetime.fromisoformat(body["since"]) == moment
+
+        # the same moment written with another offset is the same moment
+        east = moment.astimezone(timezone(timedelta(hours=2)))
+        assert (await stats(api, since=east.isoformat()))["runs_total"] == 1
+
+        # a time without an offset is UTC; a future one matches nothing
+        future = (moment + timedelta(days=1)).replace(tzinfo=None).isoformat()
+        assert (await stats(api, since=future))["runs_total"] == 0
+        past = (moment - timedelta(days=1)).replace(tzinfo=None).isoformat()
+        assert (await stats(api, since=past))["runs_total"] == 2
+
+    async def test_calls_are_bounded_and_say_so(self, api, orchestrator_app):
+        await two_runs(api)
+        with Session(orchestrator_app.state.engine) as session:
+            body = StatsService(max_calls=4).compute(session, None)
+        assert (body.model_calls, body.model_calls_truncated) == (4, True)
+        assert sum(p.calls for p in body.providers) == 4
+        assert body.runs_total == 2  # counts are exact regardless
+
+
+class TestStatsAccess:
+    async def test_no_token_is_401(self, api):
+        response = await api.get("/v1/stats", headers={"Authorization": ""})
+        assert response.status_code == 401
+        assert response.json()["error"] == "Unauthorized"
+
+    async def test_reviewers_and_services_may_read(self, api):
+        for role in ("reviewer", "service"):
+            headers = {"Authorization": f"Bearer {await mint(api, role)}"}
+            assert (await api.get("/v1/stats", headers=headers)).status_code == 200
+
+    @pytest.mark.parametrize("since", ["yesterday", "2025-13-01", "2025-01-01T25:00:00"])
+    async def test_unreadable_since_is_422(self, api, since):
+        response = await api.get("/v1/stats", params={"since": since})
+        assert response.status_code == 422
+        body = response.json()
+        assert body["error"] == "ValidationError"
+        assert body["detail"][0]["loc"] == ["query", "since"]
+
+    async def test_since_out_of_range_in_utc_is_400(self, api):
+        response = await api.get("/v1/stats", params={"since": "0001-01-01T00:00:00+01:00"})
+        assert response.status_code == 400
+        assert response.json() == {
+            "error": "BadRequest",
+            "detail": "since is out of range once converted to UTC: 0001-01-01 00:00:00+01:00",
+        }
