@@ -68,15 +68,109 @@ def review_detail(item: dict) -> dict:
     }
 
 
-class FakeClient:
-    """Records every call; answers from in-memory reviews and runs."""
+def run_summary(run_id: str = "run-1", **extra: Any) -> dict:
+    run = {
+        "id": run_id,
+        "status": "revising",
+        "kind": "text",
+        "task": "Write a haiku about rivers",
+        "stop_reason": None,
+        "rounds": 2,
+        "created_at": _iso(-600),
+        "updated_at": _iso(-60),
+    }
+    run.update(extra)
+    return run
 
-    def __init__(self, reviews: list[dict] | None = None) -> None:
+
+def lesson(lesson_id: str = "les-1", **extra: Any) -> dict:
+    item = {
+        "id": lesson_id,
+        "content": "Count the syllables before submitting a haiku.",
+        "scope": "global",
+        "author": "ana",
+        "source_run_id": "run-1",
+        "uses": 3,
+        "retired": False,
+        "created_at": _iso(-3600),
+    }
+    item.update(extra)
+    return item
+
+
+def provider(name: str, role: str, **extra: Any) -> dict:
+    row = {
+        "provider": name,
+        "role": role,
+        "models": ["gpt-5-mini"] if name == "openai" else ["claude-sonnet-4-6"],
+        "calls": 4,
+        "latency_ms_total": 800.0,
+        "latency_ms_avg": 200.0,
+        "latency_ms_p50": 180.0,
+        "latency_ms_p95": 390.0,
+        "input_tokens": 1200,
+        "output_tokens": 300,
+        "cost_usd": 0.0123,
+        "unpriced_calls": 0,
+    }
+    row.update(extra)
+    return row
+
+
+def stats_body(**extra: Any) -> dict:
+    body = {
+        "since": None,
+        "generated_at": _iso(0),
+        "runs_total": 5,
+        "runs_by_status": {"escalated": 1, "revising": 1, "succeeded": 3},
+        "runs_by_stop_reason": {"critic_pass": 3, "max_rounds": 1},
+        "rounds_per_run": [{"rounds": 1, "runs": 1}, {"rounds": 2, "runs": 3}],
+        "adoption_rate": 0.75,
+        "adoption_rounds": 4,
+        "model_calls": 8,
+        "model_calls_truncated": False,
+        "providers": [
+            provider("anthropic", "critic", latency_ms_p50=420.0, cost_usd=0.03),
+            provider("openai", "actor"),
+        ],
+    }
+    body.update(extra)
+    return body
+
+
+EMPTY_STATS = stats_body(
+    runs_total=0,
+    runs_by_status={},
+    runs_by_stop_reason={},
+    rounds_per_run=[],
+    adoption_rate=None,
+    adoption_rounds=0,
+    model_calls=0,
+    providers=[],
+)
+
+
+class FakeClient:
+    """Records every call; answers from in-memory reviews, runs, lessons and stats."""
+
+    def __init__(
+        self,
+        reviews: list[dict] | None = None,
+        *,
+        runs: list[dict] | None = None,
+        lessons: list[dict] | None = None,
+        stats: dict | None = None,
+    ) -> None:
         self.reviews = {r["id"]: r for r in (reviews or [review_item()])}
+        self.runs = {r["id"]: r for r in (runs or [run_summary()])}
+        self.lessons = {item["id"]: item for item in (lessons or [])}
+        self.stats_body = stats if stats is not None else stats_body()
         self.calls: list[tuple[str, tuple, dict]] = []
         self.seq = 1
         self.token: str | None = None
         self.fail_decision: ApiError | None = None
+        self.fail_retire: ApiError | None = None
+        self.fail_stats: ApiError | None = None
 
     def _log(self, name: str, *args: Any, **kwargs: Any) -> None:
         self.calls.append((name, args, kwargs))
@@ -107,9 +201,16 @@ class FakeClient:
         return [{"seq": self.seq, "run_id": "run-1", "type": "x", "data": {}, "created_at": ""}]
 
     def list_reviews(self, status=None, kind=None, run_id=None, limit=None, cursor=None) -> dict:
-        self._log("list_reviews", status=status)
-        items = [r for r in self.reviews.values() if status in (None, r["status"])]
-        return {"items": items, "next_cursor": None}
+        if kind is None:
+            self._log("list_reviews", status=status)
+        else:
+            self._log("list_reviews", status=status, kind=kind)
+        items = [
+            r
+            for r in self.reviews.values()
+            if status in (None, r["status"]) and kind in (None, r["kind"])
+        ]
+        return {"items": items[:limit] if limit else items, "next_cursor": None}
 
     def get_review(self, review_id: str) -> dict:
         self._log("get_review", review_id)
@@ -144,26 +245,23 @@ class FakeClient:
             "run_status": "revising",
         }
 
-    def list_runs(self, status=None, limit=None, cursor=None) -> dict:
-        self._log("list_runs", status=status)
-        return {"items": [self._run()], "next_cursor": None}
-
-    def _run(self) -> dict:
-        return {
-            "id": "run-1",
-            "status": "revising",
-            "kind": "text",
-            "task": "Write a haiku about rivers",
-            "stop_reason": None,
-            "rounds": 2,
-            "created_at": _iso(-600),
-            "updated_at": _iso(-60),
-        }
+    def list_runs(self, status=None, limit=None, cursor=None, q=None) -> dict:
+        self._log("list_runs", status=status, q=q)
+        needle = (q or "").strip().lower()
+        items = [
+            r
+            for r in self.runs.values()
+            if status in (None, r["status"])
+            and (not needle or r["id"] == q.strip() or needle in r["task"].lower())
+        ]
+        return {"items": items[:limit] if limit else items, "next_cursor": None}
 
     def get_run(self, run_id: str) -> dict:
         self._log("get_run", run_id)
+        if run_id not in self.runs:
+            raise ApiError(404, "NotFound", f"run {run_id} does not exist")
         return {
-            **self._run(),
+            **self.runs[run_id],
             "rounds": [
                 {
                     "number": 1,
@@ -181,3 +279,26 @@ class FakeClient:
             "cost_usd": 0.0,
             "models": {},
         }
+
+    def stats(self, since=None) -> dict:
+        self._log("stats", since=since)
+        if self.fail_stats:
+            raise self.fail_stats
+        return self.stats_body
+
+    def list_lessons(self, scope=None, include_retired=False) -> list[dict]:
+        self._log("list_lessons", scope=scope, include_retired=include_retired)
+        return [
+            item
+            for item in self.lessons.values()
+            if scope in (None, item["scope"]) and (include_retired or not item["retired"])
+        ]
+
+    def retire_lesson(self, lesson_id: str) -> dict:
+        self._log("retire_lesson", lesson_id)
+        if self.fail_retire:
+            raise self.fail_retire
+        if lesson_id not in self.lessons:
+            raise ApiError(404, "NotFound", f"lesson {lesson_id} does not exist")
+        self.lessons[lesson_id]["retired"] = True
+        return self.lessons[lesson_id]

@@ -8,7 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from console.client import ApiError
-from tests.ui.fakes import FakeClient, review_item
+from tests.ui.fakes import EMPTY_STATS, FakeClient, lesson, review_item, run_summary, stats_body
 
 APP = Path(__file__).resolve().parents[2] / "ui" / "console" / "app.py"
 
@@ -29,6 +29,14 @@ def all_text(at: AppTest) -> str:
     for kind in ("markdown", "text", "caption", "code", "title", "subheader", "info"):
         parts.extend(str(e.value) for e in getattr(at, kind))
     return "\n".join(parts)
+
+
+def has_key(at: AppTest, key: str) -> bool:
+    try:
+        at.get_by_key(key)
+    except KeyError:
+        return False
+    return True
 
 
 def assert_clean(at: AppTest) -> None:
@@ -85,15 +93,52 @@ def test_logout_forgets_the_token():
 
 
 # ---------------------------------------------------------------- pages open
-@pytest.mark.parametrize(
-    ("page", "title"),
-    [("views/queue.py", "Review queue"), ("views/review.py", "Review"), ("views/runs.py", "Runs")],
-)
+PAGES = [
+    ("views/queue.py", "Review queue"),
+    ("views/review.py", "Review"),
+    ("views/escalations.py", "Escalations"),
+    ("views/runs.py", "Runs"),
+    ("views/lessons.py", "Lessons"),
+    ("views/metrics.py", "Metrics"),
+]
+
+
+@pytest.mark.parametrize(("page", "title"), PAGES)
 def test_every_page_opens(page, title):
-    at = make_app(FakeClient(), review_id="rev-1").run()
+    fake = FakeClient(lessons=[lesson()])
+    at = make_app(fake, review_id="rev-1").run()
     at.switch_page(page).run()
     assert_clean(at)
     assert at.title[0].value == title
+    assert not at.error
+
+
+@pytest.mark.parametrize(("page", "title"), PAGES)
+def test_every_page_opens_with_nothing_to_show(page, title):
+    fake = FakeClient(runs=[], stats=EMPTY_STATS)
+    fake.reviews.clear()
+    at = make_app(fake).run()
+    at.switch_page(page).run()
+    assert_clean(at)
+    assert at.title[0].value == title
+    assert not at.error
+
+
+@pytest.mark.parametrize(("page", "title"), PAGES[2:])
+def test_every_new_page_shows_an_unreachable_api(page, title):
+    fake = FakeClient()
+    down = ApiError(0, "Unreachable", "http://orch: ConnectError")
+
+    def unreachable(*args, **kwargs):
+        raise down
+
+    for name in ("list_reviews", "list_runs", "list_lessons", "stats"):
+        setattr(fake, name, unreachable)
+    at = make_app(fake).run()
+    at.switch_page(page).run()
+    assert_clean(at)
+    assert at.title[0].value == title
+    assert "http://orch: ConnectError" in at.error[0].value
 
 
 def test_review_page_without_item_points_to_queue():
@@ -111,7 +156,7 @@ def test_runs_page_shows_a_timeline():
     assert fake.called("get_run") == [(("run-1",), {})]
     assert any(e.label == "Round 1" for e in at.expander)
     at.selectbox(key="runs-status").set_value("succeeded").run()
-    assert fake.called("list_runs")[-1][1] == {"status": "succeeded"}
+    assert fake.called("list_runs")[-1][1] == {"status": "succeeded", "q": None}
 
 
 # ---------------------------------------------------------------- queue
@@ -283,3 +328,339 @@ def test_release_returns_to_the_queue():
     assert fake.called("release") == [(("rev-1",), {})]
     assert "review_id" not in at.session_state
     assert at.title[0].value == "Review queue"
+
+
+# ---------------------------------------------------------------- runs search
+def test_runs_search_filters_what_is_listed():
+    fake = FakeClient(
+        runs=[
+            run_summary("run-2", task="Explain ocean tides", status="succeeded"),
+            run_summary("run-1", task="Write a haiku about rivers"),
+        ]
+    )
+    at = make_app(fake).run()
+    at.switch_page("views/runs.py").run()
+    assert_clean(at)
+    assert list(at.dataframe[0].value["id"]) == ["run-2", "run-1"]
+
+    at.text_input(key="runs-q").input("  TIDES ").run()
+    assert_clean(at)
+    assert fake.called("list_runs")[-1][1] == {"status": None, "q": "TIDES"}
+    assert list(at.dataframe[0].value["task"]) == ["Explain ocean tides"]
+
+    at.text_input(key="runs-q").input("run-1").run()
+    assert list(at.dataframe[0].value["id"]) == ["run-1"]
+
+    at.text_input(key="runs-q").input("volcanoes").run()
+    assert_clean(at)
+    assert not at.dataframe
+    assert at.info[0].value == "No runs match “volcanoes”."
+
+    at.text_input(key="runs-q").input("").run()
+    assert fake.called("list_runs")[-1][1] == {"status": None, "q": None}
+    assert len(at.dataframe[0].value) == 2
+
+
+# ---------------------------------------------------------------- escalations
+def escalations_fake() -> FakeClient:
+    return FakeClient(
+        [
+            review_item("rev-1", task="A pre-critique item"),
+            review_item(
+                "esc-1",
+                kind="escalation",
+                run_id="run-esc-1",
+                reason="max_rounds",
+                task="Explain tides",
+                deadline=None,
+            ),
+            review_item(
+                "esc-2",
+                kind="escalation",
+                run_id="run-esc-2",
+                status="claimed",
+                claimed_by="bob",
+                reason="converged",
+                task="Summarise the report",
+                deadline=None,
+            ),
+            review_item(
+                "esc-3",
+                kind="escalation",
+                run_id="run-esc-3",
+                status="resolved",
+                reason="budget_exceeded",
+                task="Translate the manual",
+            ),
+        ]
+    )
+
+
+def open_escalations(fake: FakeClient) -> AppTest:
+    at = make_app(fake).run()
+    at.switch_page("views/escalations.py").run()
+    assert_clean(at)
+    return at
+
+
+def test_escalations_show_open_items_first_then_settled_ones():
+    fake = escalations_fake()
+    at = open_escalations(fake)
+    assert [h.value for h in at.subheader] == ["Open (2)", "Recently settled"]
+    text = all_text(at)
+    for shown in ("run-esc-1", "Explain tides", "max_rounds", "converged", "bob"):
+        assert shown in text
+    assert "none: waits for a person" in text
+    assert "Translate the manual" in text
+    assert "budget_exceeded" in text
+    assert "A pre-critique item" not in text  # the queue has those
+    # pending escalation can be claimed; claimed and settled ones only opened
+    assert at.button(key="esc-claim-esc-1")
+    assert not has_key(at, "esc-claim-esc-2")
+    assert not has_key(at, "esc-claim-esc-3")
+    assert at.button(key="esc-open-esc-3")
+    kinds = {k.get("kind") for _, k in fake.called("list_reviews")}
+    assert kinds == {None, "escalation"}  # None: the start page's queue
+
+
+def test_an_escalation_opens_in_the_review_page_without_claiming():
+    fake = escalations_fake()
+    at = open_escalations(fake)
+    at.button(key="esc-open-esc-1").click().run()
+    assert_clean(at)
+    assert at.title[0].value == "Review"
+    assert at.session_state["review_id"] == "esc-1"
+    assert fake.called("claim") == []
+    assert "Stop reason: `max_rounds`" in all_text(at)
+
+
+def test_claim_and_open_takes_the_escalation_to_a_decision():
+    fake = escalations_fake()
+    at = open_escalations(fake)
+    at.button(key="esc-claim-esc-1").click().run()
+    assert_clean(at)
+    assert fake.called("claim") == [(("esc-1",), {})]
+    assert at.title[0].value == "Review"
+    assert at.radio(key="decision-action").options == ["retry", "approve", "edit", "reject"]
+
+
+def test_escalation_claim_conflict_stays_on_the_page():
+    fake = escalations_fake()
+
+    def taken(review_id, lease_s=300):
+        raise ApiError(409, "Conflict", "claimed by carol")
+
+    fake.claim = taken  # type: ignore[method-assign]
+    at = open_escalations(fake)
+    at.button(key="esc-claim-esc-1").click().run()
+    assert_clean(at)
+    assert at.title[0].value == "Escalations"
+    assert "claimed by carol" in at.error[0].value
+
+
+def test_no_escalations_says_so():
+    at = open_escalations(FakeClient([review_item("rev-1")]))
+    assert at.info[0].value == "No open escalations."
+    assert "No settled escalations yet." in all_text(at)
+
+
+# ---------------------------------------------------------------- lessons
+def lessons_fake() -> FakeClient:
+    return FakeClient(
+        lessons=[
+            lesson("les-1"),
+            lesson("les-2", content="Cite NOAA for tide data.", scope="oceanography", uses=1),
+            lesson("les-3", content="Old advice.", retired=True, author="bob"),
+        ]
+    )
+
+
+def open_lessons(fake: FakeClient, **state) -> AppTest:
+    at = make_app(fake, **state).run()
+    at.switch_page("views/lessons.py").run()
+    assert_clean(at)
+    return at
+
+
+def test_lessons_list_content_scope_author_uses_and_source_run():
+    at = open_lessons(lessons_fake())
+    text = all_text(at)
+    assert "Count the syllables before submitting a haiku." in text
+    assert "Cite NOAA for tide data." in text
+    assert "Old advice." not in text  # active only by default
+    assert "scope `oceanography` · by ana · used 1 time · from run `run-1`" in text
+    assert "used 3 times" in text
+    assert "2 lessons" in text
+
+
+def test_lessons_filter_by_scope_and_retired():
+    fake = lessons_fake()
+    at = open_lessons(fake)
+    at.text_input(key="lessons-scope").input("oceanography").run()
+    assert_clean(at)
+    assert fake.called("list_lessons")[-1][1] == {"scope": "oceanography", "include_retired": False}
+    text = all_text(at)
+    assert "Cite NOAA" in text
+    assert "Count the syllables" not in text
+
+    at.text_input(key="lessons-scope").input("").run()
+    at.selectbox(key="lessons-show").set_value("retired").run()
+    assert_clean(at)
+    text = all_text(at)
+    assert "Old advice." in text
+    assert "**retired**" in text
+    assert "Count the syllables" not in text
+    assert not has_key(at, "retire-les-3")  # already retired
+
+    at.selectbox(key="lessons-show").set_value("all").run()
+    assert "3 lessons" in all_text(at)
+
+    at.text_input(key="lessons-scope").input("nowhere").run()
+    assert at.info[0].value == "No lessons match."
+
+
+def test_retiring_a_lesson_asks_first_then_confirms():
+    fake = lessons_fake()
+    at = open_lessons(fake)
+    at.button(key="retire-les-1").click().run()
+    assert_clean(at)
+    assert fake.called("retire_lesson") == []
+    assert "Retire this lesson?" in at.warning[0].value
+
+    at.button(key="retire-no-les-1").click().run()
+    assert not at.warning
+    assert fake.called("retire_lesson") == []
+
+    at.button(key="retire-les-1").click().run()
+    at.button(key="retire-yes-les-1").click().run()
+    assert_clean(at)
+    assert fake.called("retire_lesson") == [(("les-1",), {})]
+    assert "Retired lesson les-1" in at.success[0].value
+    assert "Count the syllables" not in all_text(at)  # gone from the active list
+    assert "1 lesson" in all_text(at)
+
+
+def test_a_refused_retire_shows_the_reason():
+    fake = lessons_fake()
+    fake.fail_retire = ApiError(403, "Forbidden", "this needs the role reviewer")
+    at = open_lessons(fake)
+    at.button(key="retire-les-2").click().run()
+    at.button(key="retire-yes-les-2").click().run()
+    assert_clean(at)
+    assert "Could not retire: this needs the role reviewer" in at.error[0].value
+    assert "Cite NOAA" in all_text(at)
+    assert not at.warning
+
+
+def test_service_tokens_cannot_retire():
+    at = open_lessons(lessons_fake(), user={"name": "ci", "role": "service"})
+    assert at.button(key="retire-les-1").disabled
+
+
+def test_no_lessons_yet():
+    at = open_lessons(FakeClient())
+    assert at.info[0].value == "No lessons yet."
+
+
+# ---------------------------------------------------------------- metrics
+def charts(at: AppTest) -> list:
+    return list(at.get("vega_lite_chart"))
+
+
+def chart_rows(chart) -> list[dict]:
+    from streamlit import dataframe_util
+
+    frame = dataframe_util.convert_arrow_bytes_to_pandas_df(chart.proto.datasets[0].data.data)
+    return frame.to_dict("records")
+
+
+def open_metrics(fake: FakeClient) -> AppTest:
+    at = make_app(fake).run()
+    at.switch_page("views/metrics.py").run()
+    assert_clean(at)
+    return at
+
+
+def test_metrics_chart_outcomes_rounds_adoption_latency_and_cost():
+    at = open_metrics(FakeClient())
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics == {
+        "Runs": "5",
+        "Finished": "4",
+        "Adoption rate": "75%",
+        "Model cost": "$0.0423",
+    }
+    assert [h.value for h in at.subheader] == [
+        "Runs by status",
+        "Finished runs by stop reason",
+        "Rounds per finished run",
+        "Model calls by provider",
+        "Latency (ms)",
+        "Cost (USD)",
+    ]
+    status, stop, rounds, latency, cost = charts(at)
+    assert chart_rows(status) == [
+        {"status": "succeeded", "runs": 3},
+        {"status": "escalated", "runs": 1},
+        {"status": "revising", "runs": 1},
+    ]
+    assert chart_rows(stop) == [
+        {"stop reason": "critic_pass", "runs": 3},
+        {"stop reason": "max_rounds", "runs": 1},
+    ]
+    assert chart_rows(rounds) == [{"rounds": "1", "runs": 1}, {"rounds": "2", "runs": 3}]
+    assert {(r["provider"], r["cost"]) for r in chart_rows(cost)} == {
+        ("anthropic (critic)", 0.03),
+        ("openai (actor)", 0.0123),
+    }
+    assert latency.proto.spec  # p50 and p95 side by side
+    table = at.dataframe[0].value
+    assert list(table["provider"]) == ["anthropic", "openai"]
+    assert list(table["p50 ms"]) == [420.0, 180.0]
+    assert list(table["p95 ms"]) == [390.0, 390.0]
+    assert list(table["models"]) == ["claude-sonnet-4-6", "gpt-5-mini"]
+
+
+def test_metrics_without_data_says_so():
+    at = open_metrics(FakeClient(stats=EMPTY_STATS))
+    assert "No runs in this period yet" in at.info[0].value
+    assert not charts(at)
+    assert not at.metric
+
+
+def test_metrics_with_runs_but_no_model_calls_yet():
+    stats = stats_body(
+        runs_total=1,
+        runs_by_status={"drafting": 1},
+        runs_by_stop_reason={},
+        rounds_per_run=[],
+        adoption_rate=None,
+        adoption_rounds=0,
+        providers=[],
+    )
+    at = open_metrics(FakeClient(stats=stats))
+    assert {m.label: m.value for m in at.metric}["Adoption rate"] == "—"
+    assert len(charts(at)) == 1
+    text = all_text(at)
+    assert "No run has finished yet." in text
+    assert "No model calls yet." in text
+
+
+def test_metrics_period_is_sent_as_since():
+    from datetime import UTC, datetime, timedelta
+
+    fake = FakeClient()
+    at = open_metrics(fake)
+    assert fake.called("stats")[-1][1] == {"since": None}
+    at.selectbox(key="metrics-period").set_value("7d").run()
+    assert_clean(at)
+    since = fake.called("stats")[-1][1]["since"]
+    assert abs(since - (datetime.now(UTC) - timedelta(days=7))) < timedelta(minutes=1)
+
+
+def test_metrics_error_is_shown():
+    fake = FakeClient()
+    fake.fail_stats = ApiError(422, "ValidationError", "query.since: bad datetime")
+    at = open_metrics(fake)
+    assert "Could not load the metrics: query.since: bad datetime" in at.error[0].value
+    assert not charts(at)

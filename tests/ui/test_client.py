@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import httpx
 import pytest
@@ -72,3 +73,62 @@ def test_unreachable_server_is_an_api_error():
     with pytest.raises(ApiError) as info:
         make(handler).events(since=3)
     assert info.value.status == 0
+
+
+def recorder(body) -> tuple[list[httpx.Request], object]:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json=body)
+
+    return seen, handler
+
+
+def test_list_runs_sends_a_trimmed_search_and_omits_a_blank_one():
+    seen, handler = recorder({"items": [], "next_cursor": None})
+    client = make(handler)
+    client.list_runs(status="escalated", limit=50, q="  tides 100% ")
+    client.list_runs(q="   ")
+    assert seen[0].method == "GET"
+    assert seen[0].url.path == "/v1/runs"
+    assert dict(seen[0].url.params) == {"status": "escalated", "limit": "50", "q": "tides 100%"}
+    assert dict(seen[1].url.params) == {}
+
+
+def test_stats_sends_since_as_iso_8601():
+    body = {"runs_total": 0, "providers": []}
+    seen, handler = recorder(body)
+    client = make(handler)
+    assert client.stats() == body
+    since = datetime(2025, 1, 31, 12, 30, tzinfo=UTC)
+    client.stats(since=since)
+    assert seen[0].url.path == "/v1/stats"
+    assert dict(seen[0].url.params) == {}
+    assert seen[1].url.params["since"] == "2025-01-31T12:30:00+00:00"
+    assert seen[1].headers["authorization"] == "Bearer s3cret"
+
+
+def test_list_lessons_filters_by_scope_and_retired():
+    seen, handler = recorder([{"id": "les-1"}])
+    client = make(handler)
+    assert client.list_lessons() == [{"id": "les-1"}]
+    client.list_lessons(scope=" poetry ", include_retired=True)
+    assert seen[0].url.path == "/v1/lessons"
+    assert dict(seen[0].url.params) == {}
+    assert dict(seen[1].url.params) == {"scope": "poetry", "include_retired": "true"}
+
+
+def test_retire_lesson_posts_and_surfaces_a_refusal():
+    seen, handler = recorder({"id": "les-1", "retired": True})
+    assert make(handler).retire_lesson("les-1")["retired"] is True
+    assert (seen[0].method, seen[0].url.path) == ("POST", "/v1/lessons/les-1/retire")
+
+    def forbidden(request: httpx.Request) -> httpx.Response:
+        detail = "this needs the role reviewer; your token has service"
+        return httpx.Response(403, json={"error": "Forbidden", "detail": detail})
+
+    with pytest.raises(ApiError) as info:
+        make(forbidden).retire_lesson("les-1")
+    assert (info.value.status, info.value.error) == (403, "Forbidden")
+    assert "needs the role reviewer" in info.value.detail

@@ -14,7 +14,10 @@ else:
         [
             st.Page("views/queue.py", title="Queue", icon=":material/inbox:", default=True),
             st.Page("views/review.py", title="Review", icon=":material/rate_review:"),
+            st.Page("views/escalations.py", title="Escalations", icon=":material/report:"),
             st.Page("views/runs.py", title="Runs", icon=":material/timeline:"),
+            st.Page("views/lessons.py", title="Lessons", icon=":material/school:"),
+            st.Page("views/metrics.py", title="Metrics", icon=":material/monitoring:"),
         ]
     )
     with st.sidebar:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -179,9 +180,14 @@ class ConsoleClient:
 
     # ------------------------------------------------------------------ runs and events
     def list_runs(
-        self, status: str | None = None, limit: int | None = None, cursor: str | None = None
+        self,
+        status: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        q: str | None = None,
     ) -> dict[str, Any]:
-        params = {"status": status, "limit": limit, "cursor": cursor}
+        """A page of runs; ``q`` matches a run id exactly or the task text (any case)."""
+        params = {"status": status, "limit": limit, "cursor": cursor, "q": (q or "").strip()}
         result: dict[str, Any] = self._json("GET", "/v1/runs", params=params)
         return result
 
@@ -193,6 +199,25 @@ class ConsoleClient:
         result: list[dict[str, Any]] = self._json(
             "GET", "/v1/events", params={"since": since, "limit": limit}
         )
+        return result
+
+    # ------------------------------------------------------------------ stats and lessons
+    def stats(self, since: datetime | None = None) -> dict[str, Any]:
+        """Aggregates of runs created at or after ``since`` (all runs when None)."""
+        params = {"since": since.isoformat() if since is not None else None}
+        result: dict[str, Any] = self._json("GET", "/v1/stats", params=params)
+        return result
+
+    def list_lessons(
+        self, scope: str | None = None, include_retired: bool = False
+    ) -> list[dict[str, Any]]:
+        params = {"scope": (scope or "").strip(), "include_retired": include_retired or None}
+        result: list[dict[str, Any]] = self._json("GET", "/v1/lessons", params=params)
+        return result
+
+    def retire_lesson(self, lesson_id: str) -> dict[str, Any]:
+        """Stop offering a lesson to new runs (needs the reviewer role)."""
+        result: dict[str, Any] = self._json("POST", f"/v1/lessons/{lesson_id}/retire")
         return result
 
 

@@ -1,4 +1,4 @@
-"""Runs, filtered by status; a selected run's timeline round by round."""
+"""Runs, searched and filtered by status; a selected run's timeline round by round."""
 
 import streamlit as st
 
@@ -9,14 +9,25 @@ STATUSES = ["", *(s.value for s in RunStatus)]
 
 st.title("Runs")
 client = get_client()
-status = st.selectbox("Status", STATUSES, format_func=lambda s: s or "any", key="runs-status")
+search_col, status_col = st.columns([3, 1])
+query = search_col.text_input(
+    "Search",
+    placeholder="a run id, or words from the task",
+    max_chars=200,
+    key="runs-q",
+).strip()
+status = status_col.selectbox(
+    "Status", STATUSES, format_func=lambda s: s or "any", key="runs-status"
+)
 try:
-    runs = client.list_runs(status=status or None, limit=50)["items"]
+    runs = client.list_runs(status=status or None, limit=50, q=query or None)["items"]
 except ApiError as exc:
     st.error(f"Could not list runs: {exc.detail}")
     st.stop()
 if not runs:
-    st.info("No runs.")
+    wanted = [f"“{query}”" if query else "", f"status {status}" if status else ""]
+    match = " with ".join(w for w in wanted if w)
+    st.info(f"No runs match {match}." if match else "No runs.")
     st.stop()
 
 st.dataframe(

@@ -1,0 +1,93 @@
+"""Lessons reviewers kept for similar future tasks: who wrote them, how often runs used them."""
+
+import streamlit as st
+
+from console.client import ApiError, get_client
+from console.view import human_span, seconds_left
+
+SHOW = {"active": "Active only", "retired": "Retired only", "all": "All"}
+
+
+def _retire(lesson: dict) -> None:
+    try:
+        get_client().retire_lesson(lesson["id"])
+    except ApiError as exc:
+        st.session_state["lessons-flash"] = ("error", f"Could not retire: {exc.detail}")
+    else:
+        st.session_state["lessons-flash"] = (
+            "success",
+            f"Retired lesson {lesson['id']}: new runs will no longer get it.",
+        )
+    st.session_state.pop("lessons-confirm", None)
+
+
+def _card(lesson: dict, can_retire: bool) -> None:
+    with st.container(border=True):
+        st.text(lesson["content"])
+        age = seconds_left(lesson.get("created_at"))
+        facts = [
+            f"scope `{lesson['scope']}`",
+            f"by {lesson.get('author') or 'unknown'}",
+            f"used {lesson['uses']} time{'s' if lesson['uses'] != 1 else ''}",
+            f"from run `{lesson['source_run_id']}`" if lesson.get("source_run_id") else "",
+            f"{human_span(-age)} ago" if age is not None else "",
+            "**retired**" if lesson["retired"] else "",
+        ]
+        st.caption(" · ".join(f for f in facts if f))
+        if lesson["retired"]:
+            return
+        if st.session_state.get("lessons-confirm") == lesson["id"]:
+            st.warning(
+                "Retire this lesson? Runs that used it keep the record; it cannot be undone."
+            )
+            yes, no = st.columns(2)
+            if yes.button("Yes, retire", key=f"retire-yes-{lesson['id']}", type="primary"):
+                _retire(lesson)
+                st.rerun()
+            if no.button("Cancel", key=f"retire-no-{lesson['id']}"):
+                st.session_state.pop("lessons-confirm", None)
+                st.rerun()
+        elif st.button(
+            "Retire",
+            key=f"retire-{lesson['id']}",
+            disabled=not can_retire,
+            help=None if can_retire else "Retiring needs the reviewer role.",
+        ):
+            st.session_state["lessons-confirm"] = lesson["id"]
+            st.rerun()
+
+
+st.title("Lessons")
+st.caption(
+    "A reviewer's comment kept as a lesson reaches the Actor's prompt in similar new runs "
+    "(global lessons everywhere, tagged ones only in runs with that tag)."
+)
+flash = st.session_state.pop("lessons-flash", None)
+if flash:
+    kind, message = flash
+    (st.success if kind == "success" else st.error)(message)
+
+left, right = st.columns(2)
+scope = left.text_input(
+    "Scope", placeholder="any; or 'global', or a tag", max_chars=100, key="lessons-scope"
+)
+show = right.selectbox(
+    "Show", list(SHOW), format_func=lambda k: SHOW[k], key="lessons-show", index=0
+)
+try:
+    lessons = get_client().list_lessons(
+        scope=scope.strip() or None, include_retired=show != "active"
+    )
+except ApiError as exc:
+    st.error(f"Could not list lessons: {exc.detail}")
+    st.stop()
+if show == "retired":
+    lessons = [lesson for lesson in lessons if lesson["retired"]]
+if not lessons:
+    st.info("No lessons match." if scope.strip() or show != "active" else "No lessons yet.")
+    st.stop()
+
+role = (st.session_state.get("user") or {}).get("role")
+st.caption(f"{len(lessons)} lesson{'s' if len(lessons) != 1 else ''}")
+for lesson in lessons:
+    _card(lesson, can_retire=role != "service")

@@ -1,0 +1,132 @@
+"""How runs end, how long they take, and what the models cost: GET /v1/stats, charted."""
+
+from datetime import UTC, datetime, timedelta
+
+import streamlit as st
+
+from console.client import ApiError, get_client
+
+PERIODS = {
+    "all": ("All time", None),
+    "24h": ("Last 24 hours", timedelta(hours=24)),
+    "7d": ("Last 7 days", timedelta(days=7)),
+    "30d": ("Last 30 days", timedelta(days=30)),
+}
+
+
+def _bars(counts: dict[str, int], x: str, y: str = "runs") -> None:
+    rows = [{x: name, y: count} for name, count in sorted(counts.items(), key=lambda p: -p[1])]
+    st.bar_chart(rows, x=x, y=y, x_label=x.capitalize(), y_label=y.capitalize(), sort=False)
+
+
+st.title("Metrics")
+period = st.selectbox(
+    "Period", list(PERIODS), format_func=lambda k: PERIODS[k][0], key="metrics-period"
+)
+span = PERIODS[period][1]
+since = datetime.now(UTC) - span if span is not None else None
+try:
+    stats = get_client().stats(since=since)
+except ApiError as exc:
+    st.error(f"Could not load the metrics: {exc.detail}")
+    st.stop()
+
+if not stats["runs_total"] and not stats["providers"]:
+    st.info(
+        "No runs in this period yet: metrics appear once runs are created."
+        if since is None
+        else "No runs in this period. Pick a longer one."
+    )
+    st.stop()
+
+providers = stats["providers"]
+finished = sum(bucket["runs"] for bucket in stats["rounds_per_run"])
+rate = stats.get("adoption_rate")
+cost = sum(p["cost_usd"] for p in providers)
+top = st.columns(4)
+top[0].metric("Runs", stats["runs_total"])
+top[1].metric("Finished", finished)
+top[2].metric(
+    "Adoption rate",
+    "—" if rate is None else f"{rate:.0%}",
+    help="Share of the critic's issues the next revision fixed, "
+    f"over {stats['adoption_rounds']} round(s).",
+)
+top[3].metric("Model cost", f"${cost:.4f}")
+
+left, right = st.columns(2)
+with left:
+    st.subheader("Runs by status")
+    _bars(stats["runs_by_status"], "status")
+with right:
+    st.subheader("Finished runs by stop reason")
+    if stats["runs_by_stop_reason"]:
+        _bars(stats["runs_by_stop_reason"], "stop reason")
+    else:
+        st.caption("No run has finished yet.")
+
+st.subheader("Rounds per finished run")
+if stats["rounds_per_run"]:
+    st.bar_chart(
+        [{"rounds": str(b["rounds"]), "runs": b["runs"]} for b in stats["rounds_per_run"]],
+        x="rounds",
+        y="runs",
+        x_label="Rounds",
+        y_label="Runs",
+        sort=False,
+    )
+else:
+    st.caption("No run has finished yet.")
+
+st.subheader("Model calls by provider")
+if not providers:
+    st.caption("No model calls yet.")
+    st.stop()
+if stats.get("model_calls_truncated"):
+    st.caption(f"Based on the newest {stats['model_calls']} model calls only.")
+labels = [f"{p['provider']} ({p['role']})" for p in providers]
+st.dataframe(
+    [
+        {
+            "provider": p["provider"],
+            "role": p["role"],
+            "models": ", ".join(p["models"]),
+            "calls": p["calls"],
+            "avg ms": round(p["latency_ms_avg"], 1),
+            "p50 ms": round(p["latency_ms_p50"], 1),
+            "p95 ms": round(p["latency_ms_p95"], 1),
+            "input tokens": p["input_tokens"],
+            "output tokens": p["output_tokens"],
+            "cost usd": round(p["cost_usd"], 6),
+            "unpriced calls": p["unpriced_calls"],
+        }
+        for p in providers
+    ],
+    hide_index=True,
+)
+left, right = st.columns(2)
+with left:
+    st.subheader("Latency (ms)")
+    st.bar_chart(
+        [
+            {"provider": label, "p50": p["latency_ms_p50"], "p95": p["latency_ms_p95"]}
+            for label, p in zip(labels, providers, strict=True)
+        ],
+        x="provider",
+        y=["p50", "p95"],
+        x_label="Provider (role)",
+        y_label="Milliseconds",
+        stack=False,
+    )
+with right:
+    st.subheader("Cost (USD)")
+    st.bar_chart(
+        [
+            {"provider": label, "cost": p["cost_usd"]}
+            for label, p in zip(labels, providers, strict=True)
+        ],
+        x="provider",
+        y="cost",
+        x_label="Provider (role)",
+        y_label="USD",
+    )
