@@ -267,6 +267,9 @@ class ReviewSummary(WireModel):
     claimed_by: str | None = None
     lease_expires_at: datetime | None = None
     deadline: datetime | None = None
+    on_expiry: str | None = Field(
+        default=None, description="What happens at the deadline: continue or escalate."
+    )
     created_at: datetime
 
 

@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import websockets
@@ -183,6 +184,17 @@ class TestListing:
         response = await api.get("/v1/runs", params={"q": "nul\x00byte"})
         assert response.status_code == 422
         assert (await api.get("/v1/runs", params={"q": "x" * 200})).status_code == 200
+
+
+class TestTimestamps:
+    async def test_times_carry_their_utc_offset_on_every_database(self, api):
+        run_id = await start(api, task="Explain tides.")
+        run = await wait_for(api, run_id)
+        listed = (await api.get("/v1/runs", params={"q": run_id})).json()["items"][0]
+        for moment in (run["created_at"], run["updated_at"], listed["created_at"]):
+            parsed = datetime.fromisoformat(moment)
+            assert parsed.utcoffset() == timedelta(0), moment
+            assert abs((datetime.now(UTC) - parsed).total_seconds()) < 120
 
 
 class TestTrajectory:

@@ -149,9 +149,12 @@ class TestRules:
 
 
 class TestDeadlines:
-    async def test_the_deadline_is_in_the_queue(self, api):
-        _, item = await paused(api, review_deadline_s=600)
+    async def test_the_deadline_and_its_action_are_in_the_queue(self, api):
+        _, item = await paused(api, review_deadline_s=600, review_on_expiry="escalate")
         assert item["deadline"] is not None
+        assert item["on_expiry"] == "escalate"
+        listed = (await api.get("/v1/reviews", params={"status": "pending"})).json()["items"]
+        assert [i["on_expiry"] for i in listed if i["id"] == item["id"]] == ["escalate"]
 
     async def test_expiry_continues_with_the_ai_critic(self, api, fake_model):
         run_id, item = await paused(api, review="first_round", review_deadline_s=1)

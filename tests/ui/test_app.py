@@ -182,6 +182,13 @@ def test_queue_lists_items_and_refreshes_only_on_events():
     assert "Summarise the report" in all_text(at)
 
 
+def test_queue_shows_what_happens_at_the_deadline():
+    fake = FakeClient([review_item("rev-1", on_expiry="escalate")])
+    at = make_app(fake).run()
+    assert_clean(at)
+    assert "then escalate" in "\n".join(str(e.value) for e in at.markdown)
+
+
 def test_claim_opens_the_review_page():
     fake = FakeClient()
     at = make_app(fake).run()

@@ -41,14 +41,19 @@ def human_span(seconds: float | None) -> str:
     return f"{sign}{s // 60}m {s % 60:02d}s"
 
 
-def deadline_label(value: Any, now: datetime | None = None) -> str:
+EXPIRY_LABEL = {"continue": "then the AI critic", "escalate": "then escalate"}
+
+
+def deadline_label(value: Any, now: datetime | None = None, on_expiry: str | None = None) -> str:
+    """``in 4m 10s, then escalate``: when the deadline falls and what happens then."""
     left = seconds_left(value, now)
     if left is None:
         return "—"
+    then = f", {EXPIRY_LABEL.get(on_expiry, on_expiry)}" if on_expiry else ""
     if left < 0:
-        return f"⛔ overdue {human_span(-left)}"
+        return f"⛔ overdue {human_span(-left)}{then}"
     badge = "⚠️ " if left < 600 else ""
-    return f"{badge}in {human_span(left)}"
+    return f"{badge}in {human_span(left)}{then}"
 
 
 def unified_diff(previous: str | None, current: str) -> str:

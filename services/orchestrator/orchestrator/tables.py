@@ -25,6 +25,30 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{time.time_ns():016x}{secrets.token_hex(10)}"
 
 
+class UTCDateTime(sa.types.TypeDecorator[datetime]):
+    """A timestamp that is always timezone-aware UTC on the way out, on every database.
+
+    Postgres keeps the offset; SQLite keeps none and would hand back naive values, so the
+    API would answer ``2026-01-01T10:00:00`` for one database and ``...+00:00`` for the
+    other. Values are stored in UTC and come back tagged as UTC.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
+
+
 def json_column(nullable: bool = True) -> Any:
     return Field(default=None, sa_column=sa.Column(sa.JSON, nullable=nullable))
 
@@ -60,9 +84,9 @@ class Run(SQLModel, table=True):
     critic_info: dict[str, Any] | None = json_column()
     lessons_used: list[str] | None = json_column()
     tags: list[str] | None = json_column()
-    created_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))
-    updated_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))
-    finished_at: datetime | None = Field(default=None, sa_type=sa.DateTime(timezone=True))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
+    finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime())
 
 
 class Round(SQLModel, table=True):
@@ -82,8 +106,8 @@ class Round(SQLModel, table=True):
     critic_usage: dict[str, Any] | None = json_column()
     review: dict[str, Any] | None = json_column()
     adoption: float | None = None
-    created_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))
-    updated_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
 
 
 class Reflection(SQLModel, table=True):
@@ -95,7 +119,7 @@ class Reflection(SQLModel, table=True):
     source: str = Field(max_length=16)
     author: str = Field(default="", max_length=200)
     content: str
-    created_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
 
 
 class ModelCall(SQLModel, table=True):
@@ -112,7 +136,7 @@ class ModelCall(SQLModel, table=True):
     usage: dict[str, Any] | None = json_column()
     exchanges: list[dict[str, Any]] | None = json_column()
     latency_ms: float = 0.0
-    created_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
 
 
 class Event(SQLModel, table=True):
@@ -122,7 +146,7 @@ class Event(SQLModel, table=True):
     run_id: str | None = Field(default=None, index=True, max_length=64)
     type: str = Field(max_length=64)
     data: dict[str, Any] = Field(sa_column=sa.Column(sa.JSON, nullable=False))
-    created_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
 
 
 class ApiToken(SQLModel, table=True):
@@ -133,9 +157,9 @@ class ApiToken(SQLModel, table=True):
     role: str = Field(max_length=16)
     token_hash: str = Field(unique=True, max_length=64)
     created_by: str | None = Field(default=None, max_length=64)
-    created_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))
-    revoked_at: datetime | None = Field(default=None, sa_type=sa.DateTime(timezone=True))
-    expires_at: datetime | None = Field(default=None, sa_type=sa.DateTime(timezone=True))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
+    revoked_at: datetime | None = Field(default=None, sa_type=UTCDateTime())
+    expires_at: datetime | None = Field(default=None, sa_type=UTCDateTime())
 
 
 class Account(SQLModel, table=True):
@@ -148,7 +172,7 @@ class Account(SQLModel, table=True):
     password_hash: str = Field(max_length=200)
     role: str = Field(max_length=16)
     disabled: bool = False
-    created_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
 
 
 class ReviewItem(SQLModel, table=True):
@@ -164,13 +188,13 @@ class ReviewItem(SQLModel, table=True):
     status: str = Field(index=True, max_length=16)
     reason: str | None = Field(default=None, max_length=64)
     context: dict[str, Any] = Field(sa_column=sa.Column(sa.JSON, nullable=False))
-    deadline: datetime | None = Field(default=None, sa_type=sa.DateTime(timezone=True))
+    deadline: datetime | None = Field(default=None, sa_type=UTCDateTime())
     on_expiry: str | None = Field(default=None, max_length=16)
     claimed_by: str | None = Field(default=None, max_length=200)
-    lease_expires_at: datetime | None = Field(default=None, sa_type=sa.DateTime(timezone=True))
+    lease_expires_at: datetime | None = Field(default=None, sa_type=UTCDateTime())
     decision: dict[str, Any] | None = json_column()
-    created_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))
-    resolved_at: datetime | None = Field(default=None, sa_type=sa.DateTime(timezone=True))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
+    resolved_at: datetime | None = Field(default=None, sa_type=UTCDateTime())
 
 
 class Lesson(SQLModel, table=True):
@@ -186,4 +210,4 @@ class Lesson(SQLModel, table=True):
     author: str = Field(default="", max_length=200)
     uses: int = 0
     retired: bool = False
-    created_at: datetime = Field(default_factory=utcnow, sa_type=sa.DateTime(timezone=True))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())

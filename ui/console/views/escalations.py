@@ -28,7 +28,7 @@ def _open(review_id: str, *, claim: bool) -> None:
 def _deadline(item: dict, now: datetime) -> str:
     if not item.get("deadline"):
         return "none: waits for a person"
-    return deadline_label(item["deadline"], now)
+    return deadline_label(item["deadline"], now, item.get("on_expiry"))
 
 
 def _rows(items: list[dict], *, live: bool) -> None:

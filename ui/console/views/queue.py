@@ -75,7 +75,7 @@ def queue(kinds: list[str]) -> None:
         cols[3].write("—" if conf is None else f"{float(conf):.2f}")
         waited = seconds_left(item.get("created_at"), now)
         cols[4].write(human_span(-waited) if waited is not None else "—")
-        cols[5].write(deadline_label(item.get("deadline"), now))
+        cols[5].write(deadline_label(item.get("deadline"), now, item.get("on_expiry")))
         cols[6].write(item.get("claimed_by") or "—")
         if cols[7].button("Claim", key=f"claim-{item['id']}"):
             _claim(item["id"])

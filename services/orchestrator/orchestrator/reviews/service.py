@@ -320,6 +320,7 @@ class ReviewService:
             claimed_by=item.claimed_by if held else None,
             lease_expires_at=_aware(item.lease_expires_at) if held else None,
             deadline=_aware(item.deadline),
+            on_expiry=item.on_expiry if item.deadline is not None else None,
             created_at=_aware(item.created_at) or item.created_at,
         )
 
