@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
@@ -47,6 +47,11 @@ class UTCDateTime(sa.types.TypeDecorator[datetime]):
         if value is not None and value.tzinfo is None:
             return value.replace(tzinfo=UTC)
         return value
+
+
+def table_of(model: type[SQLModel]) -> sa.Table:
+    """A table model's Core ``Table``, for statements that skip the ORM."""
+    return cast(sa.Table, sa.inspect(model).local_table)
 
 
 def json_column(nullable: bool = True) -> Any:

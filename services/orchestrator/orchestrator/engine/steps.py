@@ -15,11 +15,11 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from dbos import DBOS
-from sqlmodel import Session, select
+from sqlmodel import Session
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 from tenacity.wait import wait_exponential_jitter
 
-from orchestrator.engine import records
+from orchestrator.engine import records, store
 from orchestrator.engine.policy import (
     Stop,
     after_critique,
@@ -36,11 +36,8 @@ from orchestrator.events.repository import append_event
 from orchestrator.peers.errors import PeerUnavailable
 from orchestrator.reviews import lessons
 from orchestrator.tables import (
-    Lesson,
-    ModelCall,
     Reflection,
     ReviewItem,
-    Round,
     Run,
     new_id,
     utcnow,
@@ -97,12 +94,12 @@ def _finish(rt: Runtime, session: Session, run: Run, stop: Stop, final_round: in
     rt.metrics.rounds_per_run.observe(max(run.rounds, 1))
 
 
-def lessons_text(session: Session, run: Run) -> list[str]:
-    found = [session.get(Lesson, lesson_id) for lesson_id in run.lessons_used or []]
-    return [lesson.content[:8000] for lesson in found if lesson is not None]
+def _finish_run(rt: Runtime, session: Session, run_id: str, stop: Stop, final: int | None) -> None:
+    """Finish through the ORM (the rare path); it sees the step's Core writes."""
+    _finish(rt, session, records.load_run(session, run_id), stop, final)
 
 
-def _reflections(rows: list[Reflection]) -> list[ReflectionDTO]:
+def _reflections(rows: list[store.ReflectionRow]) -> list[ReflectionDTO]:
     return [
         ReflectionDTO(
             source=ReflectionSource(r.source),
@@ -114,10 +111,11 @@ def _reflections(rows: list[Reflection]) -> list[ReflectionDTO]:
     ]
 
 
-def _record_call(
-    session: Session,
+def _bill(
     rt: Runtime,
-    run: Run,
+    session: Session,
+    run: store.RunState,
+    changes: store.RunChanges,
     *,
     round: int,
     role: str,
@@ -126,34 +124,18 @@ def _record_call(
     result: ActorResult | CritiqueResult,
 ) -> None:
     """Store the call for the trajectory and bill it, once per key."""
-    usage = result.usage.model_dump(mode="json")
-    if session.exec(select(ModelCall).where(ModelCall.call_key == key)).first() is None:
-        session.add(
-            ModelCall(
-                run_id=run.id,
-                call_key=key,
-                round=round,
-                role=role,
-                stage=stage,
-                usage=usage,
-                exchanges=[e.model_dump(mode="json") for e in result.exchanges],
-                latency_ms=result.usage.latency_ms,
-            )
-        )
-        records.add_usage(run, usage)
-        rt.metrics.calls.labels(role, result.usage.provider, result.usage.model).inc()
-        rt.metrics.tokens.labels(role, result.usage.provider, "input").inc(
-            result.usage.input_tokens
-        )
-        rt.metrics.tokens.labels(role, result.usage.provider, "output").inc(
-            result.usage.output_tokens
-        )
-        rt.metrics.cost.labels(role, result.usage.provider).inc(result.usage.cost_usd or 0.0)
+    usage = store.record_call(
+        session, run.id, round=round, role=role, stage=stage, key=key, result=result
+    )
+    if usage is not None:
+        changes.bill(run, usage)
+        provider = result.usage.provider
+        rt.metrics.calls.labels(role, provider, result.usage.model).inc()
+        rt.metrics.tokens.labels(role, provider, "input").inc(result.usage.input_tokens)
+        rt.metrics.tokens.labels(role, provider, "output").inc(result.usage.output_tokens)
+        rt.metrics.cost.labels(role, provider).inc(result.usage.cost_usd or 0.0)
     info = {"provider": result.usage.provider, "model": result.usage.model}
-    if role == "actor":
-        run.actor_info = info
-    else:
-        run.critic_info = info
+    changes.values["actor_info" if role == "actor" else "critic_info"] = info
 
 
 # ----------------------------------------------------------------------------- act
@@ -176,31 +158,30 @@ async def act(
     started = time.perf_counter()
 
     def prepare(session: Session) -> _ActInput:
-        run = records.load_run(session, run_id)
+        run = store.load_run(session, run_id)
         if run.cancel_requested:
-            _finish(rt, session, run, CANCELLED, run.rounds or None)
+            _finish_run(rt, session, run_id, CANCELLED, run.rounds or None)
             return _ActInput(cancelled=True)
         kind = TaskKind(run.kind)
+        chosen = run.lessons_used
+        if chosen is None and stage == "draft":  # chosen once, at the draft; the run keeps them
+            found = lessons.relevant(session, run.task, run.tags or [])
+            for lesson in found:
+                lesson.uses += 1
+                session.add(lesson)
+            chosen = [lesson.id for lesson in found]
+            store.update_run(session, run, store.RunChanges({"lessons_used": chosen}))
+        lesson_texts = store.lesson_texts(session, chosen or [])
         if stage == "draft":
-            if run.lessons_used is None:  # chosen once, at the draft; the run keeps them
-                chosen = lessons.relevant(session, run.task, run.tags or [])
-                for lesson in chosen:
-                    lesson.uses += 1
-                    session.add(lesson)
-                run.lessons_used = [lesson.id for lesson in chosen]
-                session.add(run)
             return _ActInput(
                 False,
                 DraftRequest(
-                    task=run.task,
-                    kind=kind,
-                    entry_point=run.entry_point,
-                    lessons=lessons_text(session, run),
+                    task=run.task, kind=kind, entry_point=run.entry_point, lessons=lesson_texts
                 ),
             )
-        previous = records.load_round(session, run_id, round - 1)
+        previous = store.load_round(session, run_id, round - 1)
         assert previous is not None, "a revision needs the previous round"
-        reflections = _reflections(records.all_reflections(session, run_id))
+        reflections = _reflections(store.reflections(session, run_id))
         note = None
         if attempt > 1:
             policy = Policy.model_validate(run.policy)
@@ -216,7 +197,7 @@ async def act(
             entry_point=run.entry_point,
             previous_output=previous.output,
             reflections=reflections[-50:],
-            lessons=lessons_text(session, run),
+            lessons=lesson_texts,
         )
         return _ActInput(False, request, previous.output, note)
 
@@ -247,35 +228,61 @@ async def act(
     }
 
     def commit(session: Session) -> None:
-        run = records.load_run(session, run_id)
+        run = store.load_run(session, run_id)
         policy = Policy.model_validate(run.policy)
         out["policy"] = run.policy
         out["evaluator"] = run.evaluator
-        _record_call(
-            session, rt, run, round=round, role="actor", stage=stage, key=key, result=result
+        changes = store.RunChanges({"rounds": max(run.rounds, round)})
+        _bill(
+            rt,
+            session,
+            run,
+            changes,
+            round=round,
+            role="actor",
+            stage=stage,
+            key=key,
+            result=result,
         )
-        row = records.load_round(session, run_id, round)
+        row = store.load_round(session, run_id, round)
         rolled_back = list(row.rolled_back or []) if row else []
         if row is not None and attempt > 1 and row.output != output:
             rolled_back.append({"attempt": attempt - 1, "output": row.output, "reason": "shrank"})
         if prepared.rollback_note and row is not None and attempt > 1:
-            session.add(
-                Reflection(
-                    run_id=run_id, round=round, source="evaluator", content=prepared.rollback_note
+            store.add_reflection(session, run_id, round, "evaluator", prepared.rollback_note)
+        values: dict[str, Any] = {
+            "output": output,
+            "output_hash": digest,
+            "uncertainties": result.uncertainties,
+            "actor_usage": result.usage.model_dump(mode="json"),
+            "rolled_back": rolled_back or None,
+        }
+        out["run_tokens"] = changes.tokens(run)
+        out["run_cost"] = changes.cost(run)
+        stop: Stop | None = None
+        if revising and shrank(policy, out):
+            if attempt == 1:
+                out["shrank"] = True
+            else:
+                # Still too short after the re-ask: keep the previous version, ask a person.
+                values["rolled_back"] = [
+                    *rolled_back,
+                    {"attempt": attempt, "output": output, "reason": "shrank"},
+                ]
+                previous = store.load_round(session, run_id, round - 1)
+                assert previous is not None
+                values["output"], values["output_hash"] = previous.output, previous.output_hash
+                stop = Stop(
+                    RunStatus.escalated,
+                    StopReason.output_shrank,
+                    detail=f"round {round} shrank by {out['shrink']:.0%} twice; "
+                    f"kept round {round - 1}",
                 )
-            )
         if row is None:
-            row = Round(run_id=run_id, number=round, output=output, output_hash=digest)
-        row.output, row.output_hash = output, digest
-        row.uncertainties = result.uncertainties
-        row.actor_usage = result.usage.model_dump(mode="json")
-        row.rolled_back = rolled_back or None
-        row.updated_at = utcnow()
-        session.add(row)
-        run.rounds = max(run.rounds, round)
-        out["run_tokens"] = run.input_tokens + run.output_tokens
-        out["run_cost"] = run.cost_usd
-        append_event(
+            store.insert_round(session, run_id, round, values)
+        else:
+            store.update_round(session, run_id, round, values)
+        store.append_event(
             session,
             run_id,
             "round.output",
@@ -288,38 +295,17 @@ async def act(
                 "uncertainties": result.uncertainties,
             },
         )
-        stop: Stop | None = None
-        if revising and shrank(policy, out):
-            if attempt == 1:
-                out["shrank"] = True
-            else:
-                # Still too short after the re-ask: keep the previous version, ask a person.
-                row.rolled_back = [
-                    *rolled_back,
-                    {"attempt": attempt, "output": output, "reason": "shrank"},
-                ]
-                previous = records.load_round(session, run_id, round - 1)
-                assert previous is not None
-                row.output, row.output_hash = previous.output, previous.output_hash
-                session.add(row)
-                stop = Stop(
-                    RunStatus.escalated,
-                    StopReason.output_shrank,
-                    detail=f"round {round} shrank by {out['shrink']:.0%} twice; "
-                    f"kept round {round - 1}",
-                )
-                session.flush()
-                _finish(rt, session, run, stop, round)
         if stop is None and not out["shrank"]:
             stop = after_output(policy, round=round, seen_hashes=seen_hashes, out=out)
-            if stop is not None:
-                session.flush()
-                _finish(rt, session, run, stop, round)
-            else:
-                nxt = RunStatus.evaluating if run.evaluator != "none" else RunStatus.critiquing
-                records.set_status(session, run, nxt, round=round)
+        if stop is not None:
+            store.update_run(session, run, changes)
+            _finish_run(rt, session, run_id, stop, round)
+        elif out["shrank"]:
+            store.update_run(session, run, changes)
+        else:
+            nxt = RunStatus.evaluating if run.evaluator != "none" else RunStatus.critiquing
+            store.update_run(session, run, changes, status=nxt, event={"round": round})
         out["stop"] = _stop_dict(stop)
-        session.add(run)
 
     await rt.db.run(commit)
     rt.hub.notify()
@@ -434,13 +420,13 @@ async def critique(
     started = time.perf_counter()
 
     def prepare(session: Session) -> tuple[CritiqueRequest, list[dict[str, Any]]] | None:
-        run = records.load_run(session, run_id)
+        run = store.load_run(session, run_id)
         if run.cancel_requested:
-            _finish(rt, session, run, CANCELLED, run.rounds or None)
+            _finish_run(rt, session, run_id, CANCELLED, run.rounds or None)
             return None
-        row = records.load_round(session, run_id, round)
+        row = store.load_round(session, run_id, round)
         assert row is not None
-        previous = records.load_round(session, run_id, round - 1)
+        previous = store.load_round(session, run_id, round - 1)
         evaluation = (
             Evaluation(
                 passed=bool(row.evaluation["passed"]),
@@ -449,7 +435,7 @@ async def critique(
             if row.evaluation
             else None
         )
-        human = [r for r in records.all_reflections(session, run_id) if r.source == "human"]
+        human = store.reflections(session, run_id, source="human")
         request = CritiqueRequest(
             task=run.task,
             kind=TaskKind(run.kind),
@@ -483,30 +469,38 @@ async def critique(
 
     def commit(session: Session) -> Stop | None:
         nonlocal paused
-        run = records.load_run(session, run_id)
+        run = store.load_run(session, run_id)
         policy = Policy.model_validate(run.policy)
-        _record_call(
-            session, rt, run, round=round, role="critic", stage="critique", key=key, result=result
+        changes = store.RunChanges({})
+        _bill(
+            rt,
+            session,
+            run,
+            changes,
+            round=round,
+            role="critic",
+            stage="critique",
+            key=key,
+            result=result,
         )
-        row = records.load_round(session, run_id, round)
-        assert row is not None
-        row.critique = doc
-        row.critic_usage = result.usage.model_dump(mode="json")
-        row.adoption = adoption
-        row.updated_at = utcnow()
-        session.add(row)
+        store.update_round(
+            session,
+            run_id,
+            round,
+            {
+                "critique": doc,
+                "critic_usage": result.usage.model_dump(mode="json"),
+                "adoption": adoption,
+            },
+        )
         if doc["verdict"] != "pass" or evaluation_passed is False:
             lines = [doc["reflection"]] + [
                 f"- [{i['severity']}] {i['dimension']}: {i['suggestion']}"
                 + (f' (on: "{i["quote"][:200]}")' if i.get("quote") else "")
                 for i in doc["issues"]
             ]
-            session.add(
-                Reflection(
-                    run_id=run_id, round=round, source="critic", content="\n".join(lines)[:8000]
-                )
-            )
-        append_event(
+            store.add_reflection(session, run_id, round, "critic", "\n".join(lines)[:8000])
+        store.append_event(
             session,
             run_id,
             "round.critique",
@@ -521,8 +515,8 @@ async def critique(
         decision = {
             **doc,
             "signature": signature,
-            "run_tokens": run.input_tokens + run.output_tokens,
-            "run_cost": run.cost_usd,
+            "run_tokens": changes.tokens(run),
+            "run_cost": changes.cost(run),
         }
         stop = after_critique(
             policy,
@@ -532,17 +526,19 @@ async def critique(
             previous_signature=previous_signature,
         )
         if stop is not None:
-            session.flush()
-            _finish(rt, session, run, stop, round)
+            store.update_run(session, run, changes)
+            _finish_run(rt, session, run_id, stop, round)
         elif (
             policy.review is ReviewMode.on_low_confidence
             and doc["confidence"] < policy.review_confidence_threshold
         ):
             paused = True  # the critic is unsure: a person decides before anyone revises
-            _pause(session, run, round, reason="low_confidence")
+            store.update_run(session, run, changes)
+            _pause(session, records.load_run(session, run_id), round, reason="low_confidence")
         else:
-            records.set_status(session, run, RunStatus.revising, round=round + 1)
-        session.add(run)
+            store.update_run(
+                session, run, changes, status=RunStatus.revising, event={"round": round + 1}
+            )
         return stop
 
     stop = await rt.db.run(commit)

@@ -5,29 +5,45 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from sqlmodel import Session, col, select
+from sqlmodel import Session, select
 
-from orchestrator.tables import Event
+from orchestrator.tables import Event, table_of
+from shared.orchestration import EventPublic
 
 # Postgres hands out sequence numbers before commit; without this lock a reader could see
 # seq 11 committed before seq 10 and skip 10 for ever. SQLite already serialises writers.
-_EVENT_LOCK_KEY = 7_261_001
+EVENT_LOCK_KEY = 7_261_001
 
 
 def append_event(session: Session, run_id: str | None, type_: str, data: dict[str, Any]) -> None:
     bind = session.get_bind()
     if bind.dialect.name == "postgresql":
-        session.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _EVENT_LOCK_KEY})
+        session.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": EVENT_LOCK_KEY})
     session.add(Event(run_id=run_id, type=type_, data=data))
+
+
+_EVENTS = table_of(Event)
+_AFTER = sa.select(
+    _EVENTS.c.seq, _EVENTS.c.run_id, _EVENTS.c.type, _EVENTS.c.data, _EVENTS.c.created_at
+).where(_EVENTS.c.seq > sa.bindparam("since"))
+_AFTER_ALL = _AFTER.order_by(_EVENTS.c.seq).limit(sa.bindparam("limit"))
+_AFTER_RUN = (
+    _AFTER.where(_EVENTS.c.run_id == sa.bindparam("run_id"))
+    .order_by(_EVENTS.c.seq)
+    .limit(sa.bindparam("limit"))
+)
 
 
 def events_after(
     session: Session, *, since: int, run_id: str | None = None, limit: int = 500
-) -> list[Event]:
-    query = select(Event).where(col(Event.seq) > since)
+) -> list[EventPublic]:
+    """Events after ``since``, oldest first. A Core read: every websocket wake-up runs it."""
+    params: dict[str, Any] = {"since": since, "limit": limit}
+    query = _AFTER_ALL
     if run_id is not None:
-        query = query.where(Event.run_id == run_id)
-    return list(session.exec(query.order_by(col(Event.seq)).limit(limit)))
+        query, params = _AFTER_RUN, {**params, "run_id": run_id}
+    rows = session.connection().execute(query, params)
+    return [EventPublic(**row._asdict()) for row in rows]
 
 
 def last_seq(session: Session) -> int:

@@ -12,7 +12,6 @@ from orchestrator.db import Database
 from orchestrator.deps import Reader, SessionDep, authenticate
 from orchestrator.events.hub import EventHub
 from orchestrator.events.repository import events_after
-from orchestrator.tables import Event
 from shared.errors import AppError
 from shared.orchestration import EventPublic, Role
 
@@ -24,17 +23,6 @@ POLL_S = 1.0
 MAX_SEQ = 2**62  # beyond any sequence number; larger values would overflow the database
 
 
-def public(event: Event) -> EventPublic:
-    assert event.seq is not None
-    return EventPublic(
-        seq=event.seq,
-        run_id=event.run_id,
-        type=event.type,
-        data=event.data,
-        created_at=event.created_at,
-    )
-
-
 @router.get("/v1/events", response_model=list[EventPublic])
 def list_events(
     caller: Reader,
@@ -44,7 +32,7 @@ def list_events(
     limit: Annotated[int, Query(ge=1, le=1000)] = 500,
 ) -> list[EventPublic]:
     """Events after ``since``, oldest first (what a websocket would have pushed)."""
-    return [public(e) for e in events_after(session, since=since, run_id=run_id, limit=limit)]
+    return events_after(session, since=since, run_id=run_id, limit=limit)
 
 
 @router.websocket("/v1/events")
@@ -73,8 +61,7 @@ async def stream_events(
             while True:
                 batch = await db.read(partial(events_after, since=last, run_id=run_id))
                 for event in batch:
-                    await websocket.send_text(public(event).model_dump_json())
-                    assert event.seq is not None
+                    await websocket.send_text(event.model_dump_json())
                     last = event.seq
                 if len(batch) < 500:
                     break
