@@ -77,7 +77,7 @@ class Platform:
                 "ORCHESTRATOR_EXECUTOR_THREADS": str(executor_threads),
             }
         )
-        self.plan = plan(env, with_sandbox=False)
+        self.plan = plan(env, with_sandbox=False, with_console=False)
         self.supervisor = Supervisor(self.plan, workdir / "logs")
         by_name = {s.name: s for s in self.plan.services}
         self.url = by_name["orchestrator"].url(self.plan.env)
