@@ -39,6 +39,11 @@ def has_key(at: AppTest, key: str) -> bool:
     return True
 
 
+def linked(at: AppTest) -> set[str]:
+    """The query strings of the links to the Review page."""
+    return {link.proto.query_string for link in at.get("page_link") if link.proto.page == "review"}
+
+
 def assert_clean(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
 
@@ -145,7 +150,7 @@ def test_review_page_without_item_points_to_queue():
     at = make_app(FakeClient()).run()
     at.switch_page("views/review.py").run()
     assert_clean(at)
-    assert "Claim an item" in at.info[0].value
+    assert "Open an item in the queue" in at.info[0].value
 
 
 def test_runs_page_shows_a_timeline():
@@ -166,8 +171,7 @@ def test_queue_lists_items_and_refreshes_only_on_events():
     assert_clean(at)
     text = all_text(at)
     assert "Write a haiku about rivers" in text
-    assert at.button(key="claim-rev-1")
-    assert at.button(key="claim-rev-2")
+    assert linked(at) == {"review=rev-1", "review=rev-2"}
     loads = len(fake.called("list_reviews"))
     assert loads == 2  # pending + claimed
 
@@ -178,7 +182,7 @@ def test_queue_lists_items_and_refreshes_only_on_events():
     fake.seq += 1
     at.run()
     assert len(fake.called("list_reviews")) == loads + 2
-    assert at.button(key="claim-rev-3")
+    assert "review=rev-3" in linked(at)
     assert "Summarise the report" in all_text(at)
 
 
@@ -189,14 +193,36 @@ def test_queue_shows_what_happens_at_the_deadline():
     assert "then escalate" in "\n".join(str(e.value) for e in at.markdown)
 
 
-def test_claim_opens_the_review_page():
-    fake = FakeClient()
+def test_queue_rows_link_to_their_review_page():
+    fake = FakeClient([review_item("rev-1"), review_item("rev-2", kind="escalation")])
     at = make_app(fake).run()
-    at.button(key="claim-rev-1").click().run()
+    assert_clean(at)
+    assert linked(at) == {"review=rev-1", "review=rev-2"}
+    assert fake.called("claim") == []  # opening is not claiming
+
+
+def open_by_link(fake: FakeClient, review_id: str = "rev-1") -> AppTest:
+    """What following a queue row's link does: the Review page with ?review=<id>."""
+    at = make_app(fake)
+    at.query_params["review"] = review_id
+    at.run()
+    at.switch_page("views/review.py").run()
+    assert_clean(at)
+    return at
+
+
+def test_a_pending_item_is_claimed_on_its_review_page():
+    fake = FakeClient()
+    at = open_by_link(fake)
+    assert at.session_state["review_id"] == "rev-1"
+    assert "Claim this item to decide it" in at.info[0].value
+    assert not at.get("form")  # nothing to decide before the claim
+    at.button(key="review-claim").click().run()
     assert_clean(at)
     assert fake.called("claim") == [(("rev-1",), {})]
-    assert at.session_state["review_id"] == "rev-1"
     assert at.title[0].value == "Review"
+    assert at.get("form")  # claimed: the decision form is there
+    assert at.radio(key="decision-action").options == ["comment", "approve", "edit", "reject"]
 
 
 def test_claim_conflict_is_shown():
@@ -206,11 +232,11 @@ def test_claim_conflict_is_shown():
         raise ApiError(409, "Conflict", "claimed by bob")
 
     fake.claim = taken  # type: ignore[method-assign]
-    at = make_app(fake).run()
-    at.button(key="claim-rev-1").click().run()
+    at = open_by_link(fake)
+    at.button(key="review-claim").click().run()
     assert_clean(at)
     assert "claimed by bob" in at.error[0].value
-    assert at.title[0].value == "Review queue"
+    assert not at.get("form")
 
 
 # ---------------------------------------------------------------- review
@@ -327,14 +353,16 @@ def test_escalation_offers_retry_with_rounds():
     assert (kwargs["action"], kwargs["rounds"]) == ("retry", 3)
 
 
-def test_release_returns_to_the_queue():
+def test_release_puts_the_item_back_and_stays_on_it():
     fake = FakeClient()
     at = open_review(fake)
     at.button(key="release").click().run()
     assert_clean(at)
     assert fake.called("release") == [(("rev-1",), {})]
-    assert "review_id" not in at.session_state
-    assert at.title[0].value == "Review queue"
+    assert at.title[0].value == "Review"  # no page switch while the lease countdown ticks
+    assert "status **pending**" in all_text(at)
+    assert at.button(key="review-claim")  # anyone, this reviewer included, can claim it again
+    assert not at.get("form")
 
 
 # ---------------------------------------------------------------- runs search

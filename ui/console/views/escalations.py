@@ -22,7 +22,7 @@ def _open(review_id: str, *, claim: bool) -> None:
             return
         st.session_state.pop("queue_items", None)
     st.session_state["review_id"] = review_id
-    st.switch_page("views/review.py")
+    st.switch_page("views/review.py", query_params={"review": review_id})
 
 
 def _deadline(item: dict, now: datetime) -> str:

@@ -1,4 +1,11 @@
-"""Pending and claimed review items, refreshed live; one click claims an item."""
+"""Pending and claimed review items, refreshed live; each opens in the Review page.
+
+Rows link to the Review page (``?review=<id>``) instead of claiming from a button: the list
+is a fragment that reruns every second, and Streamlit 1.67 blanks the next page when
+``st.switch_page`` runs from a fragment while another tick is in flight. A link is
+navigation the browser starts, which stops the fragment's timer first; the claim is one
+click on the Review page.
+"""
 
 from datetime import UTC, datetime
 
@@ -36,17 +43,6 @@ def _load(client) -> list[dict]:
     return items
 
 
-def _claim(review_id: str) -> None:
-    try:
-        get_client().claim(review_id)
-    except ApiError as exc:
-        st.error(f"Could not claim: {exc.detail}")
-        return
-    st.session_state["review_id"] = review_id
-    st.session_state.pop("queue_items", None)
-    st.switch_page("views/review.py")
-
-
 @st.fragment(run_every=1)
 def queue(kinds: list[str]) -> None:
     client = get_client()
@@ -77,8 +73,7 @@ def queue(kinds: list[str]) -> None:
         cols[4].write(human_span(-waited) if waited is not None else "—")
         cols[5].write(deadline_label(item.get("deadline"), now, item.get("on_expiry")))
         cols[6].write(item.get("claimed_by") or "—")
-        if cols[7].button("Claim", key=f"claim-{item['id']}"):
-            _claim(item["id"])
+        cols[7].page_link("views/review.py", label="Open", query_params={"review": item["id"]})
 
 
 st.title("Review queue")

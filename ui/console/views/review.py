@@ -156,16 +156,17 @@ def _decision_form(review: dict) -> None:
 
 
 st.title("Review")
+if requested := st.query_params.get("review"):  # a link from the queue, or a shared URL
+    st.session_state["review_id"] = requested
 review_id = st.session_state.get("review_id")
 if not review_id:
-    st.info("Claim an item in the queue to review it.")
+    st.info("Open an item in the queue to review it.")
     st.page_link("views/queue.py", label="Go to the queue")
     st.stop()
 
 done = st.session_state.get("last_decision")
 if done and done.get("review_id") == review_id:
     st.success(f"Decision '{done['action']}' recorded; the run is now {done['run_status']}.")
-    st.page_link("views/queue.py", label="Back to the queue")
 
 client = get_client()
 try:
@@ -182,25 +183,37 @@ top[0].markdown(
 )
 with top[0]:
     lease(review.get("lease_expires_at"))
-if top[1].button("Renew lease", key="renew"):
-    try:
-        client.claim(review_id)
-        st.rerun()
-    except ApiError as exc:
-        st.error(f"Could not renew: {exc.detail}")
-if top[2].button("Release", key="release"):
-    try:
-        client.release(review_id)
-    except ApiError as exc:
-        st.error(f"Could not release: {exc.detail}")
-    else:
-        st.session_state.pop("review_id", None)
-        st.session_state.pop("queue_items", None)
-        st.switch_page("views/queue.py")
+    st.page_link("views/queue.py", label="Back to the queue")
+if review["status"] == "pending":
+    if top[1].button("Claim", key="review-claim", type="primary"):
+        try:
+            client.claim(review_id)
+        except ApiError as exc:
+            st.error(f"Could not claim: {exc.detail}")
+        else:
+            st.session_state.pop("queue_items", None)
+            st.rerun()
+elif review["status"] == "claimed":
+    if top[1].button("Renew lease", key="renew"):
+        try:
+            client.claim(review_id)
+            st.rerun()
+        except ApiError as exc:
+            st.error(f"Could not renew: {exc.detail}")
+    if top[2].button("Release", key="release"):
+        try:
+            client.release(review_id)
+        except ApiError as exc:
+            st.error(f"Could not release: {exc.detail}")
+        else:  # stay here (no page switch while the lease countdown ticks): it is pending again
+            st.session_state.pop("queue_items", None)
+            st.rerun()
 
 _context(review)
-if review["status"] in ("pending", "claimed"):
+if review["status"] == "claimed":
     _decision_form(review)
+elif review["status"] == "pending":
+    st.info("Claim this item to decide it: the claim keeps other reviewers off it meanwhile.")
 elif review.get("decision"):
     st.subheader("Decision")
     st.json(review["decision"])
