@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what Crosscheck needs on this machine: uv, the Python environment from uv.lock,
-# and the system packages (bubblewrap for the sandbox). Safe to run again: it only adds
-# what is missing.  Usage: scripts/bootstrap.sh [--dev]
+# and the system packages (bubblewrap for the sandbox; with --dev, chromium for the browser
+# test). Safe to run again: it only adds what is missing.  Usage: scripts/bootstrap.sh [--dev]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +16,9 @@ missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 [ -x /usr/bin/python3 ] || missing+=(python3)
 ldconfig -p 2>/dev/null | grep -q 'libseccomp.so.2' || missing+=(libseccomp2)
+# chromium (dev only): the browser test drives Debian's build through the playwright package
+# (never `playwright install`).
+if ((DEV)) && [ ! -x /usr/bin/chromium ]; then missing+=(chromium); fi
 if ((${#missing[@]})); then
   if command -v apt-get >/dev/null 2>&1 && [[ $(id -u) -eq 0 ]]; then
     log "installing system packages: ${missing[*]}"

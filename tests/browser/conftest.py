@@ -1,0 +1,132 @@
+"""The whole platform as real processes (fake model, Actor, Critic, Orchestrator on SQLite,
+Streamlit console) and Debian's Chromium driven by the ``playwright`` package."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from PIL import Image
+from playwright.sync_api import Page
+
+from crosscheck.launcher import Supervisor, plan, tail
+from tests.support.fakemodel import FakeModel
+from tests.support.servers import free_port
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "var" / "artifacts"
+
+
+class Platform:
+    """Running services: their URLs, an admin API client, the fake model's control API."""
+
+    def __init__(self, workdir: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
+        for prefix in ("ACTOR", "CRITIC", "SANDBOX", "FAKEMODEL", "ORCHESTRATOR", "CONSOLE"):
+            env[f"{prefix}_PORT"] = str(free_port())
+        env.update(
+            {
+                "DATABASE_URL": f"sqlite:///{workdir}/crosscheck.sqlite",
+                "CROSSCHECK_LOG_LEVEL": "WARNING",
+                "ORCHESTRATOR_REVIEW_SWEEP_S": "0.5",
+            }
+        )
+        self.plan = plan(env, with_sandbox=False, with_console=True)
+        self.supervisor = Supervisor(self.plan, workdir / "logs")
+        urls = {s.name: s.url(self.plan.env) for s in self.plan.services}
+        self.console_url = urls["console"]
+        self.fake = FakeModel(urls["fakemodel"])
+        self.admin_token = self.plan.env["CROSSCHECK_ADMIN_TOKEN"]
+        self.api = httpx.Client(
+            base_url=urls["orchestrator"],
+            headers={"Authorization": f"Bearer {self.admin_token}"},
+            timeout=10,
+        )
+
+    def start(self) -> None:
+        # start everything at once, then wait: the console's Streamlit start is the slow part
+        started = [self.supervisor.start(spec) for spec in self.plan.services]
+        for running in started:
+            problem = self.supervisor.wait_healthy(running, timeout_s=40)
+            if problem:
+                raise RuntimeError(
+                    f"{running.spec.name} did not start: {problem}\n{tail(running.log_path)}"
+                )
+
+    def stop(self) -> None:
+        self.api.close()
+        self.fake.close()
+        self.supervisor.stop()
+
+    def logs(self, lines: int = 25) -> str:
+        return "\n".join(
+            f"----- {r.spec.name} ({r.log_path})\n{tail(r.log_path, lines)}"
+            for r in self.supervisor.running
+        )
+
+
+@pytest.fixture
+def chromium() -> Path:
+    """Debian's Chromium; CI installs it (scripts/bootstrap.sh --dev), so absence is a failure."""
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(
+            f"{CHROMIUM} is missing: install Debian's chromium (`scripts/bootstrap.sh --dev` "
+            "does it; never `playwright install`)",
+            pytrace=False,
+        )
+    return CHROMIUM
+
+
+@pytest.fixture
+def platform(tmp_path) -> Iterator[Platform]:
+    running = Platform(tmp_path)
+    try:
+        running.start()
+        yield running
+    finally:
+        running.stop()
+
+
+def _blank(path: Path) -> bool:
+    """All one colour (the all-white frame)."""
+    with Image.open(path) as image:
+        extrema = image.convert("L").getextrema()
+    return extrema[0] == extrema[1]
+
+
+def screenshot(page: Page, path: Path) -> Path:
+    """A screenshot of what the page shows; retried while headless Chromium hands back an
+    all-white frame (seen now and then on a loaded machine)."""
+    page.bring_to_front()
+    for _ in range(10):
+        page.screenshot(path=path)
+        if not _blank(path):
+            break
+        page.wait_for_timeout(300)
+    return path
+
+
+def report(message: str) -> None:
+    """A line for whoever runs the test (shown with -s, and with a failure's captured output)."""
+    print(message, flush=True)  # noqa: T201
+
+
+def keep_artifact(path: Path) -> Path:
+    """Copy a file to var/artifacts/ (gitignored), where people and CI can find it."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    target = ARTIFACTS / path.name
+    shutil.copyfile(path, target)
+    return target
