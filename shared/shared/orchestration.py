@@ -264,7 +264,10 @@ class ReviewSummary(WireModel):
     status: ReviewStatus
     reason: str | None = None
     task: str
-    claimed_by: str | None = None
+    claimed_by: str | None = Field(default=None, description="The claiming token's id.")
+    claimed_by_name: str | None = Field(
+        default=None, description="Who claimed it: the reviewer's username or the token's name."
+    )
     lease_expires_at: datetime | None = None
     deadline: datetime | None = None
     on_expiry: str | None = Field(

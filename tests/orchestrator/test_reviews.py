@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from tests.orchestrator.conftest import mint, start, wait_for
+from tests.orchestrator.conftest import ADMIN_TOKEN, mint, start, wait_for
 
 
 async def escalated_review(api) -> dict:
@@ -56,6 +56,27 @@ class TestQueue:
 
 
 class TestClaims:
+    async def test_the_claimer_is_named_and_named_in_conflicts(self, api):
+        item = await escalated_review(api)
+        admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        body = {"username": "rita", "password": "correct horse battery", "role": "reviewer"}
+        assert (await api.post("/v1/accounts", json=body, headers=admin)).status_code == 201
+        login = await api.post(
+            "/v1/auth/login", json={"username": "rita", "password": body["password"]}
+        )
+        rita = {"Authorization": f"Bearer {login.json()['token']}"}
+        url = f"/v1/reviews/{item['id']}"
+        claimed = (await api.post(f"{url}/claim", headers=rita)).json()
+        assert claimed["claimed_by_name"] == "rita"
+        assert claimed["claimed_by"].startswith("tok_")
+        listed = (await api.get("/v1/reviews", params={"status": "claimed"})).json()["items"]
+        assert [i["claimed_by_name"] for i in listed] == ["rita"]
+        other = await api.post(f"{url}/claim", headers=await bearer(api, "reviewer"))
+        assert other.status_code == 409
+        assert "claimed by rita until" in other.json()["detail"]
+        await api.post(f"{url}/release", headers=rita)
+        assert (await api.get(url)).json()["claimed_by_name"] is None
+
     async def test_one_claim_at_a_time_and_the_holder_renews(self, api):
         item = await escalated_review(api)
         ana, bo = await bearer(api, "reviewer"), await bearer(api, "reviewer")

@@ -221,14 +221,19 @@ class FakeClient:
     def claim(self, review_id: str, lease_s: int = 300) -> dict:
         self._log("claim", review_id)
         item = self.reviews[review_id]
-        item.update(status="claimed", claimed_by="ana", lease_expires_at=_iso(lease_s))
+        item.update(
+            status="claimed",
+            claimed_by="tok_ana",
+            claimed_by_name="ana",
+            lease_expires_at=_iso(lease_s),
+        )
         self.seq += 1
         return item
 
     def release(self, review_id: str) -> dict:
         self._log("release", review_id)
         item = self.reviews[review_id]
-        item.update(status="pending", claimed_by=None, lease_expires_at=None)
+        item.update(status="pending", claimed_by=None, claimed_by_name=None, lease_expires_at=None)
         self.seq += 1
         return item
 

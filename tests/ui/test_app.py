@@ -222,6 +222,7 @@ def test_a_pending_item_is_claimed_on_its_review_page():
     assert fake.called("claim") == [(("rev-1",), {})]
     assert at.title[0].value == "Review"
     assert at.get("form")  # claimed: the decision form is there
+    assert "claimed by ana" in all_text(at)  # by name, not by token id
     assert at.radio(key="decision-action").options == ["comment", "approve", "edit", "reject"]
 
 

@@ -41,6 +41,11 @@ def human_span(seconds: float | None) -> str:
     return f"{sign}{s // 60}m {s % 60:02d}s"
 
 
+def claimer(item: dict[str, Any]) -> str:
+    """Who holds the claim, by name when the API knows it."""
+    return str(item.get("claimed_by_name") or item.get("claimed_by") or "—")
+
+
 EXPIRY_LABEL = {"continue": "then the AI critic", "escalate": "then escalate"}
 
 

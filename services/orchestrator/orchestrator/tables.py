@@ -196,6 +196,7 @@ class ReviewItem(SQLModel, table=True):
     deadline: datetime | None = Field(default=None, sa_type=UTCDateTime())
     on_expiry: str | None = Field(default=None, max_length=16)
     claimed_by: str | None = Field(default=None, max_length=200)
+    claimed_by_name: str | None = Field(default=None, max_length=200)
     lease_expires_at: datetime | None = Field(default=None, sa_type=UTCDateTime())
     decision: dict[str, Any] | None = json_column()
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())

@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 import streamlit as st
 
 from console.client import ApiError, get_client
-from console.view import deadline_label, human_span, seconds_left
+from console.view import claimer, deadline_label, human_span, seconds_left
 
 RECENT = 20
 WIDTHS = [2.2, 3.2, 1.4, 0.7, 1, 1.6, 1.2, 1.6]
@@ -44,7 +44,7 @@ def _rows(items: list[dict], *, live: bool) -> None:
         waited = seconds_left(item.get("created_at"), now)
         cols[4].write(human_span(-waited) if waited is not None else "—")
         cols[5].write(_deadline(item, now) if live else item["status"])
-        cols[6].write(item.get("claimed_by") or "—")
+        cols[6].write(claimer(item))
         with cols[7]:
             if live and item["status"] == "pending":
                 if st.button("Claim & open", key=f"esc-claim-{item['id']}", type="primary"):

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import streamlit as st
 
 from console.client import ApiError, get_client
-from console.view import deadline_label, human_span, seconds_left
+from console.view import claimer, deadline_label, human_span, seconds_left
 
 KIND_LABEL = {"pre_critique": "pre-critique", "escalation": "escalation"}
 
@@ -72,7 +72,7 @@ def queue(kinds: list[str]) -> None:
         waited = seconds_left(item.get("created_at"), now)
         cols[4].write(human_span(-waited) if waited is not None else "—")
         cols[5].write(deadline_label(item.get("deadline"), now, item.get("on_expiry")))
-        cols[6].write(item.get("claimed_by") or "—")
+        cols[6].write(claimer(item))
         cols[7].page_link("views/review.py", label="Open", query_params={"review": item["id"]})
 
 

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from console.client import ApiError, get_client, new_idempotency_key
-from console.view import SEVERITY_ICON, highlight, human_span, seconds_left, unified_diff
+from console.view import SEVERITY_ICON, claimer, highlight, human_span, seconds_left, unified_diff
 
 ACTIONS = {
     "pre_critique": ["comment", "approve", "edit", "reject"],
@@ -178,7 +178,7 @@ except ApiError as exc:
 top = st.columns([4, 1, 1])
 top[0].markdown(
     f"**{review['kind']}** · status **{review['status']}** · round {review['round']}"
-    f" · run `{review['run_id']}` · claimed by {review.get('claimed_by') or '—'}"
+    f" · run `{review['run_id']}` · claimed by {claimer(review)}"
     + (f"  \nReason: {review['reason']}" if review.get("reason") else "")
 )
 with top[0]:

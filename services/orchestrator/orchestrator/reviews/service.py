@@ -137,12 +137,13 @@ class ReviewService:
         if status is ReviewStatus.claimed and item.claimed_by != principal.id:
             until = _aware(item.lease_expires_at)
             raise Conflict(
-                f"review {review_id} is claimed by {item.claimed_by} until "
+                f"review {review_id} is claimed by {item.claimed_by_name or item.claimed_by} until "
                 f"{until.isoformat() if until else 'further notice'}"
             )
         renewal = status is ReviewStatus.claimed
         item.status = ReviewStatus.claimed.value
         item.claimed_by = principal.id
+        item.claimed_by_name = principal.name
         item.lease_expires_at = now + timedelta(seconds=lease_s)
         session.add(item)
         append_event(
@@ -167,6 +168,7 @@ class ReviewService:
             raise Conflict(f"review {review_id} is not claimed by you")
         item.status = ReviewStatus.pending.value
         item.claimed_by = None
+        item.claimed_by_name = None
         item.lease_expires_at = None
         session.add(item)
         append_event(session, item.run_id, "review.released", {"review_id": item.id})
@@ -318,6 +320,7 @@ class ReviewService:
             reason=item.reason,
             task=task.split("\n", 1)[0][:300],
             claimed_by=item.claimed_by if held else None,
+            claimed_by_name=item.claimed_by_name if held else None,
             lease_expires_at=_aware(item.lease_expires_at) if held else None,
             deadline=_aware(item.deadline),
             on_expiry=item.on_expiry if item.deadline is not None else None,
