@@ -93,6 +93,7 @@ def orchestrator_settings(database_url, service_token, sandbox_url):
         peer_max_attempts=3,
         peer_retry_initial_s=0.01,
         review_sweep_s=0.2,
+        dbos_poll_s=0.05,  # shutting the app down waits one poll: 1 s by default, per test
     )
 
 

@@ -92,6 +92,7 @@ def create_app(
             "executor_id": settings.executor_id,
             "log_level": "WARNING",
             "max_executor_threads": settings.executor_threads,
+            "notification_listener_polling_interval_sec": settings.dbos_poll_s,
         }
         DBOS(config=config)
         DBOS.launch()

@@ -45,6 +45,12 @@ class OrchestratorSettings(ServiceSettings):
     review_sweep_s: float = Field(
         default=1.0, gt=0, description="How often review deadlines are checked."
     )
+    dbos_poll_s: float = Field(
+        default=1.0,
+        ge=0.001,
+        le=60,
+        description="DBOS's notification-listener poll interval; shutdown waits up to this long.",
+    )
 
     @field_validator("admin_token")
     @classmethod
