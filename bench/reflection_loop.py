@@ -84,11 +84,15 @@ class Platform:
         self.fake_url = by_name["fakemodel"].url(self.plan.env)
 
     def __enter__(self) -> Platform:
-        for spec in self.plan.services:
-            running = self.supervisor.start(spec)
-            problem = self.supervisor.wait_healthy(running)
-            if problem:
-                raise RuntimeError(f"{spec.name} did not start: {problem}")
+        try:
+            for spec in self.plan.services:
+                running = self.supervisor.start(spec)
+                problem = self.supervisor.wait_healthy(running)
+                if problem:
+                    raise RuntimeError(f"{spec.name} did not start: {problem}")
+        except BaseException:
+            self.supervisor.stop()  # never leave the services that did start behind
+            raise
         return self
 
     def __exit__(self, *_: object) -> None:

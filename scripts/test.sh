@@ -11,7 +11,7 @@ echo "== ruff format"; uv run --frozen ruff format --check .
 echo "== mypy";        uv run --frozen mypy
 echo "== pytest"
 set +e
-uv run --frozen pytest "$@"
+uv run --frozen pytest --durations=15 "$@"  # the slowest tests, to keep the suite fast
 code=$?
 set -e
 if [[ $code -eq 5 ]]; then
