@@ -259,6 +259,9 @@ def test_review_shows_context():
     assert "syllables 5-6-5" in text
     assert "🧑 human" in text
     assert any("+stones <b>remember</b> water" in c.value for c in at.code)  # the diff
+    [table] = at.html  # the two rounds side by side, the changed line marked
+    assert "previous round" in table.value
+    assert 'class="diff_chg"' in table.value or 'class="diff_add"' in table.value
     assert "left" in at.caption[0].value or any("Lease" in c.value for c in at.caption)
 
 

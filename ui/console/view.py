@@ -72,6 +72,29 @@ def unified_diff(previous: str | None, current: str) -> str:
     return "\n".join(lines)
 
 
+SIDE_BY_SIDE_CSS = """<style>
+table.diff { font-family: monospace; font-size: 0.85em; border-collapse: collapse; width: 100%; }
+table.diff td { vertical-align: top; white-space: pre-wrap; word-break: break-word; }
+table.diff th { font-weight: normal; color: #888; }
+.diff_header { color: #888; padding: 0 .4em; text-align: right; }
+td.diff_next { display: none; }
+.diff_add { background: #d4f8d4; }
+.diff_chg { background: #fff3b0; }
+.diff_sub { background: #ffd6d6; }
+</style>"""
+
+
+def side_by_side(previous: str | None, current: str) -> str:
+    """The previous round and this one in two columns, changed lines marked (escaped HTML)."""
+    table = difflib.HtmlDiff(tabsize=4, wrapcolumn=70).make_table(
+        (previous or "").splitlines(),
+        current.splitlines(),
+        fromdesc="previous round",
+        todesc="this round",
+    )
+    return SIDE_BY_SIDE_CSS + table
+
+
 def highlight(text: str, quotes: list[str]) -> str:
     """``text`` as escaped HTML in a <pre>, each quoted span wrapped in <mark>."""
     spans: list[tuple[int, int]] = []

@@ -3,7 +3,15 @@
 import streamlit as st
 
 from console.client import ApiError, get_client, new_idempotency_key
-from console.view import SEVERITY_ICON, claimer, highlight, human_span, seconds_left, unified_diff
+from console.view import (
+    SEVERITY_ICON,
+    claimer,
+    highlight,
+    human_span,
+    seconds_left,
+    side_by_side,
+    unified_diff,
+)
 
 ACTIONS = {
     "pre_critique": ["comment", "approve", "edit", "reject"],
@@ -39,9 +47,16 @@ def _context(review: dict) -> None:
         st.text(ctx.get("task") or review["task"])
         st.subheader(f"Output (round {ctx.get('round', review['round'])})")
         quotes = [i.get("quote") or "" for c in critiques[-1:] for i in c.get("issues") or []]
-        marked, diff, raw = st.tabs(["Critic's quotes marked", "Diff vs previous round", "Raw"])
+        marked, side, diff, raw = st.tabs(
+            ["Critic's quotes marked", "Side by side", "Unified diff", "Raw"]
+        )
         with marked:
             st.markdown(highlight(output, quotes), unsafe_allow_html=True)
+        with side:
+            if ctx.get("previous_output") is None:
+                st.caption("No previous round.")
+            else:
+                st.html(side_by_side(ctx["previous_output"], output))
         with diff:
             if ctx.get("previous_output") is None:
                 st.caption("No previous round.")
