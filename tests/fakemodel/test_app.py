@@ -715,11 +715,11 @@ async def test_request_log_is_capped(oai, ant, http):
 
 
 async def test_latency_config_at_run_time_and_reset(oai, ant, http):
-    config = await control(http, "POST", "config", {"latency_ms": 150})
-    assert config["latency_ms"] == 150
+    config = await control(http, "POST", "config", {"latency_ms": 1000})
+    assert config["latency_ms"] == 1000
     started = time.perf_counter()
     await act("openai-tool", oai, ant, actor_prompt("x"))
-    assert time.perf_counter() - started >= 0.15
+    assert time.perf_counter() - started >= 1.0
 
     await control(http, "POST", "script", {"items": [{"response": {"a": 1}}]})
     await control(http, "POST", "faults", {"faults": [{"status": 500}]})
@@ -730,7 +730,7 @@ async def test_latency_config_at_run_time_and_reset(oai, ant, http):
     assert await control(http, "GET", "requests") == []
     started = time.perf_counter()
     await act("openai-tool", oai, ant, actor_prompt("x"))
-    assert time.perf_counter() - started < 0.15
+    assert time.perf_counter() - started < 0.5  # the 1 s latency is gone (wide margin: CI is busy)
     assert [entry["seq"] for entry in await control(http, "GET", "requests")] == [1]
 
 
@@ -745,7 +745,9 @@ async def test_concurrent_calls_do_not_block(oai, ant):
             for i in range(200)
         )
     )
-    assert time.perf_counter() - started < 1.5
+    # one after another they would take 200 x 50 ms = 10 s; half of that proves they overlap
+    # while leaving room for a slow machine (the SDK work itself took 1.5 s on a busy day)
+    assert time.perf_counter() - started < 5.0
     assert all(f"t{i}" in result["output"] for i, result in enumerate(results))
 
 
