@@ -6,7 +6,6 @@ import hashlib
 import secrets
 import time
 from dataclasses import dataclass
-from datetime import UTC
 
 from sqlmodel import Session, select
 
@@ -69,12 +68,8 @@ class TokenService:
         token = session.exec(select(ApiToken).where(ApiToken.token_hash == digest(raw))).first()
         if token is None or token.revoked_at is not None:
             return None
-        expires = token.expires_at
-        if expires is not None:
-            if expires.tzinfo is None:  # SQLite hands back naive UTC
-                expires = expires.replace(tzinfo=UTC)
-            if expires <= utcnow():
-                return None
+        if token.expires_at is not None and token.expires_at <= utcnow():
+            return None
         return Principal(token.id, token.name, Role(token.role))
 
     def create(

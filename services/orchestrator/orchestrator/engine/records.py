@@ -44,12 +44,6 @@ def set_status(session: Session, run: Run, status: RunStatus, **data: Any) -> No
     append_event(session, run.id, "run.status", {"status": status.value, **data})
 
 
-def add_usage(run: Run, usage: dict[str, Any]) -> None:
-    run.input_tokens += int(usage.get("input_tokens", 0))
-    run.output_tokens += int(usage.get("output_tokens", 0))
-    run.cost_usd = round(run.cost_usd + float(usage.get("cost_usd") or 0.0), 8)
-
-
 def escalation_context(session: Session, run: Run, stop: Stop) -> dict[str, Any]:
     """Everything a person needs to decide, in one document."""
     return {

@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session
 
-from orchestrator.events.repository import EVENT_LOCK_KEY
+from orchestrator.events.repository import lock_event_sequence
 from orchestrator.tables import (
     Event,
     Lesson,
@@ -132,7 +132,6 @@ _CALL_EXISTS = sa.select(CALLS.c.id).where(CALLS.c.call_key == sa.bindparam("key
 _INSERT_CALL = CALLS.insert()
 _INSERT_EVENT = EVENTS.insert()
 _UPDATE_RUN = RUNS.update().where(RUNS.c.id == sa.bindparam("_id"))
-_EVENT_LOCK = sa.text("SELECT pg_advisory_xact_lock(:k)")
 
 
 def _conn(session: Session) -> sa.Connection:
@@ -253,10 +252,8 @@ def record_call(
 
 def append_event(session: Session, run_id: str | None, type_: str, data: dict[str, Any]) -> None:
     """The Core twin of ``events.repository.append_event`` (same lock, same row)."""
-    conn = _conn(session)
-    if conn.dialect.name == "postgresql":
-        conn.execute(_EVENT_LOCK, {"k": EVENT_LOCK_KEY})
-    conn.execute(
+    lock_event_sequence(session)
+    _conn(session).execute(
         _INSERT_EVENT, {"run_id": run_id, "type": type_, "data": data, "created_at": utcnow()}
     )
 

@@ -15,10 +15,17 @@ from shared.orchestration import EventPublic
 EVENT_LOCK_KEY = 7_261_001
 
 
+_EVENT_LOCK = sa.text("SELECT pg_advisory_xact_lock(:k)")
+
+
+def lock_event_sequence(session: Session) -> None:
+    """Take the event-append lock for the rest of the transaction (Postgres only)."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(_EVENT_LOCK, {"k": EVENT_LOCK_KEY})
+
+
 def append_event(session: Session, run_id: str | None, type_: str, data: dict[str, Any]) -> None:
-    bind = session.get_bind()
-    if bind.dialect.name == "postgresql":
-        session.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": EVENT_LOCK_KEY})
+    lock_event_sequence(session)
     session.add(Event(run_id=run_id, type=type_, data=data))
 
 

@@ -9,7 +9,7 @@ write already goes through one thread.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import and_, or_
 from sqlmodel import Session, col, select
@@ -66,15 +66,8 @@ ALLOWED: dict[ReviewKind, tuple[DecisionAction, ...]] = {
 }
 
 
-def _aware(moment: datetime | None) -> datetime | None:
-    """SQLite hands back naive datetimes; every stored time is UTC."""
-    if moment is None or moment.tzinfo is not None:
-        return moment
-    return moment.replace(tzinfo=UTC)
-
-
 def effective_status(item: ReviewItem, now: datetime) -> ReviewStatus:
-    lease = _aware(item.lease_expires_at)
+    lease = item.lease_expires_at  # UTCDateTime: aware on every database
     if item.status == ReviewStatus.claimed.value and lease is not None and lease <= now:
         return ReviewStatus.pending  # the lease lapsed: the item is free again
     return ReviewStatus(item.status)
@@ -135,7 +128,7 @@ class ReviewService:
         if status in (ReviewStatus.resolved, ReviewStatus.expired):
             raise Conflict(f"review {review_id} is already {status.value}")
         if status is ReviewStatus.claimed and item.claimed_by != principal.id:
-            until = _aware(item.lease_expires_at)
+            until = item.lease_expires_at
             raise Conflict(
                 f"review {review_id} is claimed by {item.claimed_by_name or item.claimed_by} until "
                 f"{until.isoformat() if until else 'further notice'}"
@@ -321,10 +314,10 @@ class ReviewService:
             task=task.split("\n", 1)[0][:300],
             claimed_by=item.claimed_by if held else None,
             claimed_by_name=item.claimed_by_name if held else None,
-            lease_expires_at=_aware(item.lease_expires_at) if held else None,
-            deadline=_aware(item.deadline),
+            lease_expires_at=item.lease_expires_at if held else None,
+            deadline=item.deadline,
             on_expiry=item.on_expiry if item.deadline is not None else None,
-            created_at=_aware(item.created_at) or item.created_at,
+            created_at=item.created_at,
         )
 
     @staticmethod
