@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The test command: install what the tests need, then lint, type-check and run the suite.
-# Extra arguments go to pytest (for example: scripts/test.sh tests/actor -x).
+# The test command: install what the tests need, then lint, type-check and run the suite
+# against a Postgres and a Redis (the running ones if they answer, else throwaway servers that
+# are stopped on exit). Extra arguments go to pytest (for example: scripts/test.sh tests/actor -x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh --dev
@@ -9,6 +10,18 @@ export PATH="$HOME/.local/bin:$PATH"
 echo "== ruff check";  uv run --frozen ruff check .
 echo "== ruff format"; uv run --frozen ruff format --check .
 echo "== mypy";        uv run --frozen mypy
+
+echo "== test services"
+# scripts/test-services.py prints `export` lines: CROSSCHECK_TEST_POSTGRES_URL,
+# CROSSCHECK_TEST_REDIS_URL, and CROSSCHECK_TEST_SERVICES_DIR when it started throwaway servers.
+# The EXIT trap stops them whatever happens next; INT and TERM exit through it too.
+services() { uv run --frozen python scripts/test-services.py "$@"; }
+trap 'services stop' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+exports=$(services start)  # on its own line, so that `set -e` sees a failure
+eval "$exports"
+
 echo "== pytest"
 set +e
 uv run --frozen pytest --durations=15 "$@"  # the slowest tests, to keep the suite fast
