@@ -20,13 +20,16 @@ ISOLATED_PREFIXES = (
     "SANDBOX_URL",
 )
 
+# Kept: where the test servers are (`make test` sets them; see tests/support/databases.py).
+TEST_SERVER_VARIABLES = ("CROSSCHECK_TEST_POSTGRES_URL", "CROSSCHECK_TEST_REDIS_URL")
+
 SERVICE_TOKEN = "test-service-token-0123456789"
 
 
 @pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch):
     for name in list(os.environ):
-        if name.startswith(ISOLATED_PREFIXES):
+        if name.startswith(ISOLATED_PREFIXES) and name not in TEST_SERVER_VARIABLES:
             monkeypatch.delenv(name)
 
 

@@ -1,13 +1,11 @@
-"""An Orchestrator on SQLite and on the running Postgres, with real Actor and Critic apps
-in-process (their SDKs reach the fake model server over HTTP)."""
+"""An Orchestrator on SQLite and on the test Postgres (tests/support/databases.py), with real
+Actor and Critic apps in-process (their SDKs reach the fake model server over HTTP)."""
 
 import asyncio
 import time
-import uuid
 from contextlib import AsyncExitStack
 
 import httpx
-import psycopg
 import pytest
 
 from actor.app import create_app as create_actor
@@ -15,20 +13,12 @@ from critic.app import create_app as create_critic
 from orchestrator.app import create_app
 from orchestrator.settings import OrchestratorSettings
 from tests.support.apps import serving
+from tests.support.databases import fresh_postgres_database
 from tests.support.factories import actor_settings, critic_settings
 from tests.support.servers import service_process
 
 ADMIN_TOKEN = "admin-token-for-tests-0123456789"
-PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 FINAL = {"succeeded", "escalated", "failed", "cancelled", "awaiting_review"}
-
-
-def _postgres_available() -> bool:
-    try:
-        psycopg.connect(PG_ADMIN_URL, connect_timeout=2).close()
-    except psycopg.Error:
-        return False
-    return True
 
 
 @pytest.fixture(
@@ -38,14 +28,8 @@ def database_url(request, tmp_path):
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path}/crosscheck.sqlite"
         return
-    if not _postgres_available():
-        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432 (CI starts it)")
-    name = f"cc_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    yield f"postgresql://postgres@127.0.0.1:5432/{name}"
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with fresh_postgres_database() as url:
+        yield url
 
 
 @pytest.fixture
