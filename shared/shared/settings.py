@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+import math
+from pathlib import Path
+from typing import Literal
+from urllib.parse import unquote, urlsplit
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 WEAK_TOKENS = frozenset({"", "changeme", "change-me", "secret", "token", "password", "test"})
@@ -54,4 +59,89 @@ class ServiceSettings(BaseSettings):
             value = getattr(self, name)
             if isinstance(value, SecretStr) and value.get_secret_value():
                 found.append(value.get_secret_value())
+        return found
+
+
+ReplayStoreKind = Literal["sqlite", "redis", "memory"]
+
+
+class ReplaySettings(ServiceSettings):
+    """A service that replays repeated ``Idempotency-Key``s (the Actor, the Critic).
+
+    The store is SQLite at ``replay_db`` (``<PREFIX>REPLAY_DB``; each service sets its own
+    default), Redis when ``REDIS_URL`` is set, or memory when ``CROSSCHECK_REPLAY_STORE``
+    says so (not durable: for tests).
+    """
+
+    replay_db: Path = Field(
+        default=Path("var/replays/service.sqlite"),
+        description="SQLite file of the replay store (relative to the working directory).",
+    )
+    replay_store: ReplayStoreKind | None = Field(
+        default=None,
+        validation_alias=AliasChoices("CROSSCHECK_REPLAY_STORE", "replay_store"),
+        description="sqlite, redis or memory; unset: redis when REDIS_URL is set, else sqlite.",
+    )
+    redis_url: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("REDIS_URL", "redis_url"),
+        description="redis://[user:password@]host:port/db; the replay store lives there.",
+    )
+    replay_ttl_s: float = Field(
+        default=6 * 3600.0,
+        gt=0,
+        validation_alias=AliasChoices("CROSSCHECK_REPLAY_TTL_S", "replay_ttl_s"),
+        description="How long a finished result can be replayed.",
+    )
+    replay_max_entries: int = Field(
+        default=10_000,
+        ge=1,
+        le=10_000_000,
+        validation_alias=AliasChoices("CROSSCHECK_REPLAY_MAX_ENTRIES", "replay_max_entries"),
+        description="How many finished results are kept; the oldest go first.",
+    )
+    replay_lease_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        validation_alias=AliasChoices("CROSSCHECK_REPLAY_LEASE_S", "replay_lease_s"),
+        description="Lease of a running call's claim, renewed every third of it.",
+    )
+
+    @field_validator("replay_ttl_s", "replay_lease_s")
+    @classmethod
+    def _finite(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError("must be a finite number of seconds")
+        return value
+
+    @field_validator("redis_url", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: object) -> object:
+        """An empty ``REDIS_URL`` means no Redis. A malformed one is not refused here (the
+        error would print the URL, password included): ``/readyz`` reports it instead."""
+        raw = value.get_secret_value() if isinstance(value, SecretStr) else value
+        if raw is None or (isinstance(raw, str) and not raw.strip()):
+            return None
+        return raw.strip() if isinstance(raw, str) else value
+
+    @model_validator(mode="after")
+    def _store_has_what_it_needs(self) -> ReplaySettings:
+        if self.replay_store == "redis" and self.redis_url is None:
+            raise ValueError("CROSSCHECK_REPLAY_STORE=redis needs REDIS_URL")
+        return self
+
+    @property
+    def replay_store_kind(self) -> ReplayStoreKind:
+        if self.replay_store is not None:
+            return self.replay_store
+        return "redis" if self.redis_url is not None else "sqlite"
+
+    def secrets(self) -> list[str]:
+        """Also the password inside ``REDIS_URL`` on its own, as it may be logged apart."""
+        found = super().secrets()
+        if self.redis_url is not None:
+            password = urlsplit(self.redis_url.get_secret_value()).password
+            if password:
+                found.extend({password, unquote(password)})
         return found

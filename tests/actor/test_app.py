@@ -13,6 +13,13 @@ from tests.support.fakemodel import user_text
 PRIME_TASK = "Write primes_up_to(n) returning every prime <= n, in ascending order."
 
 
+@pytest.fixture(autouse=True)
+def _own_replay_store(monkeypatch, tmp_path):
+    """Each test its own replay file, never the working directory's ``var/``; no Redis."""
+    monkeypatch.setenv("ACTOR_REPLAY_DB", str(tmp_path / "actor-replays.sqlite"))
+    monkeypatch.delenv("REDIS_URL", raising=False)
+
+
 @pytest.fixture
 async def actor(fake_model, service_token):
     app = create_app(actor_settings(fake=fake_model, token=service_token))
@@ -207,7 +214,8 @@ class TestIdempotency:
         headers = {"Idempotency-Key": "run_1:1:actor:1"}
         first = await actor.post("/v1/draft", json={"task": "Say hi."}, headers=headers)
         second = await actor.post("/v1/draft", json={"task": "Say hi."}, headers=headers)
-        assert first.json() == second.json()
+        assert first.json()["exchanges"], "a fresh answer carries its model exchanges"
+        assert second.json() == {**first.json(), "exchanges": []}  # usage included
         assert len(fake_model.requests()) == 1
 
     async def test_a_reused_key_with_another_body_is_409(self, actor):

@@ -26,6 +26,13 @@ SIEVE = """def primes_up_to(n):
 PRIME_TASK = "Write primes_up_to(n) returning every prime <= n."
 
 
+@pytest.fixture(autouse=True)
+def _own_replay_store(monkeypatch, tmp_path):
+    """Each test its own replay file, never the working directory's ``var/``; no Redis."""
+    monkeypatch.setenv("CRITIC_REPLAY_DB", str(tmp_path / "critic-replays.sqlite"))
+    monkeypatch.delenv("REDIS_URL", raising=False)
+
+
 @pytest.fixture
 async def critic(fake_model, service_token):
     app = create_app(critic_settings(fake=fake_model, token=service_token))

@@ -13,7 +13,13 @@ from actor.service import ActorService
 from actor.settings import ActorSettings
 from shared.auth import require_service_token
 from shared.contracts import ActorResult, DraftRequest, ReviseRequest, ServiceInfo
-from shared.idempotency import IdempotencyCache, IdempotencyKey, body_digest
+from shared.idempotency import (
+    IdempotencyKey,
+    Replayer,
+    ReplayerDep,
+    body_digest,
+    open_replayer,
+)
 from shared.logging import get_logger
 from shared.providers import build_provider
 from shared.providers.defaults import model_for
@@ -35,7 +41,17 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if warning:
             log.warning(warning)
-        provider = build_provider(provider_kind, settings, http_client=http_client)
+        replayer = await open_replayer(settings, "actor")
+        app.state.replays = replayer
+        log.info("replay store open", store=replayer.store.description)
+        problem = await replayer.check()
+        if problem:
+            log.error("replay store not ready", reason=problem)
+        try:
+            provider = build_provider(provider_kind, settings, http_client=http_client)
+        except BaseException:
+            await replayer.aclose()
+            raise
         app.state.actor = ActorService(
             provider,
             draft_model=draft_model,
@@ -48,6 +64,7 @@ def create_app(
         try:
             yield
         finally:
+            await replayer.aclose()
             await provider.aclose()
 
     def info() -> ServiceInfo:
@@ -60,22 +77,37 @@ def create_app(
             demo=settings.demo,
         )
 
-    app = build_service_app(title="Crosscheck Actor", info=info, lifespan=lifespan)
+    async def ready() -> str | None:
+        replayer = getattr(app.state, "replays", None)
+        if not isinstance(replayer, Replayer):
+            return "the replay store is not open"
+        return await replayer.check()
+
+    app = build_service_app(title="Crosscheck Actor", info=info, lifespan=lifespan, ready=ready)
     auth = [Depends(require_service_token(settings.service_token.get_secret_value()))]
-    replays = IdempotencyCache()
 
     @app.post("/v1/draft", response_model=ActorResult, dependencies=auth, tags=["actor"])
     async def draft(
-        body: DraftRequest, actor: ActorDep, idempotency_key: IdempotencyKey = None
+        body: DraftRequest,
+        actor: ActorDep,
+        replays: ReplayerDep,
+        idempotency_key: IdempotencyKey = None,
     ) -> ActorResult:
         """Write the first version of an answer to the task."""
-        return await replays.run(idempotency_key, body_digest(body), lambda: actor.draft(body))
+        return await replays.run(
+            idempotency_key, body_digest(body), lambda: actor.draft(body), ActorResult
+        )
 
     @app.post("/v1/revise", response_model=ActorResult, dependencies=auth, tags=["actor"])
     async def revise(
-        body: ReviseRequest, actor: ActorDep, idempotency_key: IdempotencyKey = None
+        body: ReviseRequest,
+        actor: ActorDep,
+        replays: ReplayerDep,
+        idempotency_key: IdempotencyKey = None,
     ) -> ActorResult:
         """Revise the previous output; human reflections are binding and come first."""
-        return await replays.run(idempotency_key, body_digest(body), lambda: actor.revise(body))
+        return await replays.run(
+            idempotency_key, body_digest(body), lambda: actor.revise(body), ActorResult
+        )
 
     return app

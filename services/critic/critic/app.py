@@ -13,7 +13,13 @@ from critic.service import CriticService
 from critic.settings import CriticSettings
 from shared.auth import require_service_token
 from shared.contracts import CritiqueRequest, CritiqueResult, ServiceInfo
-from shared.idempotency import IdempotencyCache, IdempotencyKey, body_digest
+from shared.idempotency import (
+    IdempotencyKey,
+    Replayer,
+    ReplayerDep,
+    body_digest,
+    open_replayer,
+)
 from shared.logging import get_logger
 from shared.providers import build_provider
 from shared.providers.defaults import model_for
@@ -34,7 +40,17 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if warning:
             log.warning(warning)
-        provider = build_provider(provider_kind, settings, http_client=http_client)
+        replayer = await open_replayer(settings, "critic")
+        app.state.replays = replayer
+        log.info("replay store open", store=replayer.store.description)
+        problem = await replayer.check()
+        if problem:
+            log.error("replay store not ready", reason=problem)
+        try:
+            provider = build_provider(provider_kind, settings, http_client=http_client)
+        except BaseException:
+            await replayer.aclose()
+            raise
         app.state.critic = CriticService(
             provider,
             model=model,
@@ -45,6 +61,7 @@ def create_app(
         try:
             yield
         finally:
+            await replayer.aclose()
             await provider.aclose()
 
     def info() -> ServiceInfo:
@@ -57,15 +74,25 @@ def create_app(
             demo=settings.demo,
         )
 
-    app = build_service_app(title="Crosscheck Critic", info=info, lifespan=lifespan)
+    async def ready() -> str | None:
+        replayer = getattr(app.state, "replays", None)
+        if not isinstance(replayer, Replayer):
+            return "the replay store is not open"
+        return await replayer.check()
+
+    app = build_service_app(title="Crosscheck Critic", info=info, lifespan=lifespan, ready=ready)
     auth = [Depends(require_service_token(settings.service_token.get_secret_value()))]
-    replays = IdempotencyCache()
 
     @app.post("/v1/critique", response_model=CritiqueResult, dependencies=auth, tags=["critic"])
     async def critique(
-        body: CritiqueRequest, critic: CriticDep, idempotency_key: IdempotencyKey = None
+        body: CritiqueRequest,
+        critic: CriticDep,
+        replays: ReplayerDep,
+        idempotency_key: IdempotencyKey = None,
     ) -> CritiqueResult:
         """Judge an output; the verdict is a structured field, never parsed from prose."""
-        return await replays.run(idempotency_key, body_digest(body), lambda: critic.critique(body))
+        return await replays.run(
+            idempotency_key, body_digest(body), lambda: critic.critique(body), CritiqueResult
+        )
 
     return app
