@@ -2,20 +2,43 @@
 
 The database is the source of truth: a woken subscriber reads every event after the last
 sequence number it sent, so nothing is lost or duplicated, whoever wrote the events.
+
+Writers in this process wake the hub directly. On Postgres a listener (``events.listener``)
+also wakes it for every ``NOTIFY crosscheck_events``, so events written by another replica
+reach this replica's clients at once; subscribers then poll only as a slow safety net.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+# How often a subscriber polls when nothing wakes it: the only path for writers in other
+# processes when no listener runs (SQLite, or the Postgres listener is reconnecting).
+POLL_S = 1.0
+
 
 class EventHub:
-    def __init__(self) -> None:
+    def __init__(self, *, safety_poll_s: float = POLL_S) -> None:
         self._waiters: set[asyncio.Event] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._listening = False
+        self._safety_poll_s = safety_poll_s
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
+
+    @property
+    def poll_s(self) -> float:
+        """How long a subscriber may wait for a wake-up before it reads anyway."""
+        return self._safety_poll_s if self._listening else POLL_S
+
+    @property
+    def listening(self) -> bool:
+        return self._listening
+
+    def set_listening(self, listening: bool) -> None:
+        """Whether a cross-replica listener is connected (it wakes the hub for every writer)."""
+        self._listening = listening
 
     def subscribe(self) -> asyncio.Event:
         waiter = asyncio.Event()

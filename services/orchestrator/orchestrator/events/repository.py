@@ -13,13 +13,17 @@ from shared.orchestration import EventPublic
 # Postgres hands out sequence numbers before commit; without this lock a reader could see
 # seq 11 committed before seq 10 and skip 10 for ever. SQLite already serialises writers.
 EVENT_LOCK_KEY = 7_261_001
+# Every replica LISTENs on this channel and wakes its websocket subscribers (Postgres only).
+EVENTS_CHANNEL = "crosscheck_events"
 
-
-_EVENT_LOCK = sa.text("SELECT pg_advisory_xact_lock(:k)")
+# One round trip: the lock, and a notification Postgres delivers only if the transaction
+# commits (repeats within one transaction fold into one).
+_EVENT_LOCK = sa.text(f"SELECT pg_advisory_xact_lock(:k), pg_notify('{EVENTS_CHANNEL}', '')")
 
 
 def lock_event_sequence(session: Session) -> None:
-    """Take the event-append lock for the rest of the transaction (Postgres only)."""
+    """Take the event-append lock for the rest of the transaction and, at commit, tell every
+    replica's listener that events were added (Postgres only)."""
     if session.get_bind().dialect.name == "postgresql":
         session.execute(_EVENT_LOCK, {"k": EVENT_LOCK_KEY})
 

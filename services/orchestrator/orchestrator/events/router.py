@@ -17,9 +17,6 @@ from shared.orchestration import EventPublic, Role
 
 router = APIRouter(tags=["events"])
 
-# A safety net for writers in other processes (another replica, a CLI): poll this often
-# even when no local notification arrives.
-POLL_S = 1.0
 MAX_SEQ = 2**62  # beyond any sequence number; larger values would overflow the database
 
 
@@ -66,7 +63,9 @@ async def stream_events(
                 if len(batch) < 500:
                     break
             woken = asyncio.create_task(waiter.wait())
-            await asyncio.wait({woken, gone}, timeout=POLL_S, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                {woken, gone}, timeout=hub.poll_s, return_when=asyncio.FIRST_COMPLETED
+            )
             woken.cancel()
     except WebSocketDisconnect:
         pass

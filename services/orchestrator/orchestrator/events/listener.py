@@ -1,0 +1,45 @@
+"""One ``LISTEN crosscheck_events`` connection per replica (Postgres): every commit that
+appended events, on any replica, wakes this replica's websocket subscribers at once."""
+
+from __future__ import annotations
+
+import asyncio
+
+import psycopg
+
+from orchestrator.events.hub import EventHub
+from orchestrator.events.repository import EVENTS_CHANNEL
+from shared.logging import get_logger
+
+log = get_logger("crosscheck.events")
+
+
+class EventListener:
+    def __init__(self, conninfo: str, hub: EventHub, *, retry_s: float = 1.0) -> None:
+        self.conninfo = conninfo
+        self.hub = hub
+        self.retry_s = retry_s
+        self.connected = asyncio.Event()
+
+    async def run_forever(self) -> None:
+        """Listen; on a lost connection fall back to the hub's 1 s poll and reconnect."""
+        while True:
+            try:
+                await self._listen()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("event listener lost its connection", error=str(exc))
+            finally:
+                self.hub.set_listening(False)
+                self.connected.clear()
+            await asyncio.sleep(self.retry_s)
+
+    async def _listen(self) -> None:
+        async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as conn:
+            await conn.execute(f"LISTEN {EVENTS_CHANNEL}")
+            self.hub.set_listening(True)
+            self.connected.set()
+            self.hub.notify()  # events committed while no listener ran: read them now
+            async for _ in conn.notifies():
+                self.hub.notify()
