@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -15,9 +17,12 @@ from sqlalchemy import text
 from orchestrator.auth.router import accounts_router
 from orchestrator.auth.router import router as tokens_router
 from orchestrator.auth.service import PrincipalCache, TokenService
+from orchestrator.cluster.replicas import Cluster
+from orchestrator.cluster.router import router as cluster_router
 from orchestrator.db import (
     Database,
     create_db_engine,
+    libpq_url,
     migrate,
     session_scope,
     system_database_url,
@@ -26,6 +31,7 @@ from orchestrator.engine import runtime
 from orchestrator.engine.launch import start_orphans
 from orchestrator.evaluators.base import Evaluator, JsonSchemaEvaluator, PythonTestsEvaluator
 from orchestrator.events.hub import EventHub
+from orchestrator.events.listener import EventListener
 from orchestrator.events.router import router as events_router
 from orchestrator.metrics import Metrics
 from orchestrator.peers.http import HttpActor, HttpCritic, HttpSandbox, Peer, peer_clients
@@ -35,6 +41,7 @@ from orchestrator.reviews.router import router as reviews_router
 from orchestrator.runs.router import router as runs_router
 from orchestrator.settings import OrchestratorSettings
 from orchestrator.stats.router import router as stats_router
+from orchestrator.tables import utcnow
 from shared.contracts import ServiceInfo
 from shared.logging import get_logger
 from shared.service import build_service_app
@@ -49,9 +56,16 @@ def create_app(
 ) -> FastAPI:
     """Build the Orchestrator. ``peer_transports`` lets tests reach peers in-process."""
     metrics = Metrics()
-    hub = EventHub()
-    engine = create_db_engine(settings.database_url)
+    hub = EventHub(safety_poll_s=settings.events_safety_poll_s)
+    engine = create_db_engine(
+        settings.database_url,
+        pool_size=settings.db_pool_size,
+        max_overflow=settings.db_max_overflow,
+    )
     db = Database(engine)
+    # SQLite: one process, as always. Postgres: replicas with heartbeats, a leader, failover,
+    # and LISTEN/NOTIFY so every replica's websockets see every replica's events at once.
+    cluster = None if engine.dialect.name == "sqlite" else Cluster(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -85,6 +99,17 @@ def create_app(
                 metrics=metrics,
             )
         )
+        listener: asyncio.Task[None] | None = None
+        if cluster is not None:
+            # Before DBOS launches and recovers this executor id's pending workflows: claim the
+            # id, so no other live process uses it and the leader leaves our work alone.
+            await cluster.join()
+            events = EventListener(libpq_url(settings.database_url), hub)
+            listener = asyncio.create_task(events.run_forever(), name="event-listener")
+            try:
+                await asyncio.wait_for(events.connected.wait(), timeout=settings.replica_timeout_s)
+            except TimeoutError:
+                log.warning("event listener not connected yet; websockets poll meanwhile")
         config: DBOSConfig = {
             "name": "crosscheck",
             "system_database_url": system_database_url(settings.database_url),
@@ -94,16 +119,35 @@ def create_app(
             "max_executor_threads": settings.executor_threads,
             "notification_listener_polling_interval_sec": settings.dbos_poll_s,
         }
+        if cluster is not None:
+            config["sys_db_pool_size"] = settings.system_db_pool_size
         DBOS(config=config)
         DBOS.launch()
+        if cluster is not None:
+            cluster.start()
         started = await start_orphans(engine)
-        sweeper = asyncio.create_task(ExpirySweeper(db, hub, settings.review_sweep_s).run_forever())
-        log.info("orchestrator ready", database=engine.dialect.name, orphans_started=started)
+        sweep = ExpirySweeper(
+            db,
+            hub,
+            settings.review_sweep_s,
+            active=None if cluster is None else (lambda: cluster.is_leader),
+        )
+        sweeper = asyncio.create_task(sweep.run_forever())
+        log.info(
+            "orchestrator ready",
+            database=engine.dialect.name,
+            executor_id=settings.executor_id,
+            orphans_started=started,
+        )
         try:
             yield
         finally:
             sweeper.cancel()
+            if listener is not None:
+                listener.cancel()
             DBOS.destroy(workflow_completion_timeout_sec=0)
+            if cluster is not None:
+                await cluster.leave()
             runtime.install(None)
             for peer in peers.values():
                 await peer.aclose()
@@ -124,6 +168,10 @@ def create_app(
         title="Crosscheck Orchestrator", info=info, lifespan=lifespan, ready=ready
     )
     app.state.engine = engine
+    app.state.settings = settings
+    app.state.started_at = utcnow()
+    app.state.hostname = socket.gethostname()
+    app.state.pid = os.getpid()
     app.state.db = db
     app.state.principals = PrincipalCache()
     app.state.hub = hub
@@ -135,6 +183,7 @@ def create_app(
     app.include_router(tokens_router)
     app.include_router(accounts_router)
     app.include_router(stats_router)
+    app.include_router(cluster_router)
 
     @app.get("/metrics", tags=["ops"], response_class=Response)
     def prometheus_metrics() -> Response:

@@ -18,6 +18,8 @@ from sqlmodel import Session
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 T = TypeVar("T")
+# Replicas starting together on one Postgres take turns migrating (the first does the work).
+MIGRATION_LOCK_KEY = 7_261_002
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _: Any) -> None:
@@ -40,7 +42,10 @@ def tune_sqlite() -> None:
         event.listen(sa.engine.Engine, "connect", _sqlite_pragmas)
 
 
-def create_db_engine(url: str, **kwargs: Any) -> sa.Engine:
+def create_db_engine(
+    url: str, *, pool_size: int = 10, max_overflow: int = 20, **kwargs: Any
+) -> sa.Engine:
+    """An engine for the read model; ``pool_size``/``max_overflow`` apply to Postgres."""
     if url.startswith("sqlite"):
         tune_sqlite()
         path = url.split("///", 1)[-1]
@@ -55,7 +60,9 @@ def create_db_engine(url: str, **kwargs: Any) -> sa.Engine:
         )
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
-    return sa.create_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True, **kwargs)
+    return sa.create_engine(
+        url, pool_size=pool_size, max_overflow=max_overflow, pool_pre_ping=True, **kwargs
+    )
 
 
 def migrate(engine: sa.Engine) -> None:
@@ -63,6 +70,10 @@ def migrate(engine: sa.Engine) -> None:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.execute(
+                sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK_KEY}
+            )
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
 
@@ -86,6 +97,12 @@ def system_database_url(url: str) -> str:
         stem = path[: -len(".sqlite")] if path.endswith(".sqlite") else path
         return f"sqlite:///{stem}.dbos.sqlite"
     return url
+
+
+def libpq_url(url: str) -> str:
+    """A SQLAlchemy Postgres URL (any driver suffix) as the plain URL psycopg connects to."""
+    parsed = sa.make_url(url)
+    return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 class Database:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+import re
+from typing import Self
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from shared.settings import MIN_TOKEN_CHARS, WEAK_TOKENS, ServiceSettings
@@ -36,7 +39,13 @@ class OrchestratorSettings(ServiceSettings):
     peer_max_attempts: int = Field(default=6, ge=1, le=50)
     peer_retry_initial_s: float = Field(default=0.5, ge=0)
     peer_retry_backoff: float = Field(default=2.0, ge=1)
-    executor_id: str = Field(default="local", min_length=1, max_length=100)
+    executor_id: str = Field(
+        default="local",
+        min_length=1,
+        max_length=100,
+        description="This replica's DBOS executor id: stable across restarts, unique per "
+        "replica sharing a Postgres database (a restarted replica resumes its own runs).",
+    )
     application_version: str = Field(
         default="crosscheck-1", description="Pinned so pending runs recover across deploys."
     )
@@ -51,6 +60,68 @@ class OrchestratorSettings(ServiceSettings):
         le=60,
         description="DBOS's notification-listener poll interval; shutdown waits up to this long.",
     )
+
+    heartbeat_s: float = Field(
+        default=2.0,
+        gt=0,
+        le=60,
+        description="Postgres: how often a replica writes its heartbeat and the leader checks "
+        "for replicas whose heartbeat stopped.",
+    )
+    replica_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=3600,
+        description="Postgres: a replica whose heartbeat is older than this is dead, and the "
+        "leader recovers its runs on the live replicas.",
+    )
+    events_safety_poll_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="Postgres: while LISTEN/NOTIFY is connected, how often a websocket still "
+        "reads the events table without being woken (a safety net).",
+    )
+    db_pool_size: int = Field(
+        default=10,
+        ge=1,
+        le=500,
+        description="Postgres: connections each replica keeps for the read model. Replicas x "
+        "(DB_POOL_SIZE + DB_MAX_OVERFLOW + SYSTEM_DB_POOL_SIZE + 2) must fit the server's "
+        "max_connections.",
+    )
+    db_max_overflow: int = Field(
+        default=20, ge=0, le=500, description="Postgres: extra read-model connections at peaks."
+    )
+    system_db_pool_size: int = Field(
+        default=20, ge=1, le=500, description="Postgres: connections of DBOS's system tables."
+    )
+    advertise_url: str | None = Field(
+        default=None,
+        max_length=300,
+        description="Where operators reach this replica, as listed by GET /v1/cluster "
+        "(default http://HOST:PORT).",
+    )
+
+    @field_validator("executor_id")
+    @classmethod
+    def _plain_executor_id(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:-]*", value):
+            raise ValueError(
+                "ORCHESTRATOR_EXECUTOR_ID must start with a letter or digit and contain only "
+                f"letters, digits, '.', '_', ':' and '-' (got {value!r})"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _timeout_covers_heartbeats(self) -> Self:
+        if self.replica_timeout_s < 2 * self.heartbeat_s:
+            raise ValueError(
+                f"ORCHESTRATOR_REPLICA_TIMEOUT_S ({self.replica_timeout_s:g}) must be at least "
+                f"twice ORCHESTRATOR_HEARTBEAT_S ({self.heartbeat_s:g}), or one late heartbeat "
+                "would make a live replica look dead"
+            )
+        return self
 
     @field_validator("admin_token")
     @classmethod
@@ -68,3 +139,7 @@ class OrchestratorSettings(ServiceSettings):
     @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
+
+    @property
+    def address(self) -> str:
+        return self.advertise_url or f"http://{self.host}:{self.port}"

@@ -217,3 +217,25 @@ class Lesson(SQLModel, table=True):
     uses: int = 0
     retired: bool = False
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
+
+
+class Replica(SQLModel, table=True):
+    """One orchestrator process sharing the database (Postgres), kept fresh by its heartbeat.
+
+    The leader recovers the durable work of a replica whose heartbeat stopped; the rows are
+    what ``GET /v1/cluster`` lists. Times are the database's clock, so replicas on machines
+    with skewed clocks still agree on who is stale.
+    """
+
+    __tablename__ = "replicas"
+
+    executor_id: str = Field(primary_key=True, max_length=100)
+    hostname: str = Field(default="", max_length=255)
+    address: str = Field(default="", max_length=300)
+    pid: int = 0
+    leader: bool = False
+    started_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
+    heartbeat_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
+    stopped_at: datetime | None = Field(default=None, sa_type=UTCDateTime())
+    recovered_at: datetime | None = Field(default=None, sa_type=UTCDateTime())
+    recovered_workflows: int = 0

@@ -1,13 +1,15 @@
 """Review deadlines: an item nobody decided in time expires, and its run does what the
 run's policy says (carry on with the AI critic, or escalate).
 
-The sweep reads the database, so it survives restarts, and it is safe on several replicas:
-rows are locked with SKIP LOCKED on Postgres, and a resumed segment is keyed by the review.
+The sweep reads the database, so it survives restarts. On Postgres only the leader replica
+sweeps (``active``); even two sweepers would be safe: rows are locked with SKIP LOCKED and a
+resumed segment is keyed by the review.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from sqlmodel import Session, col, select
 
@@ -65,10 +67,18 @@ def expire_due(session: Session) -> list[Resume]:
 
 
 class ExpirySweeper:
-    def __init__(self, db: Database, hub: EventHub, interval_s: float) -> None:
+    def __init__(
+        self,
+        db: Database,
+        hub: EventHub,
+        interval_s: float,
+        *,
+        active: Callable[[], bool] | None = None,
+    ) -> None:
         self.db = db
         self.hub = hub
         self.interval_s = interval_s
+        self.active = active  # None: always (one process); else only while this is true
 
     async def sweep(self) -> int:
         resumes = await self.db.run(expire_due)
@@ -81,7 +91,8 @@ class ExpirySweeper:
     async def run_forever(self) -> None:
         while True:
             try:
-                await self.sweep()
+                if self.active is None or self.active():
+                    await self.sweep()
             except Exception:
                 log.exception("review expiry sweep failed")
             await asyncio.sleep(self.interval_s)

@@ -1,0 +1,1 @@
+"""Several orchestrator replicas on one Postgres: heartbeats, a leader, failover."""
