@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, TypeVar
 
+import httpx
 import typer
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
@@ -20,7 +21,10 @@ from rich.table import Table
 from crosscheck import render
 from crosscheck.client import CrosscheckClient, CrosscheckError, resolve_settings
 from crosscheck.launcher import (
+    MAX_REPLICAS,
+    REPLICA_PORT_STEP,
     Plan,
+    PlanError,
     PortInUse,
     Supervisor,
     plan,
@@ -77,6 +81,9 @@ def _banner(p: Plan, sup: Supervisor, credentials: Path) -> None:
     console.print("Press Ctrl-C to stop everything.")
 
 
+STATE_FILE = Path("var/run/up.json")
+
+
 @app.command()
 def up(
     log_dir: Annotated[
@@ -88,50 +95,139 @@ def up(
     console_ui: Annotated[
         bool, typer.Option("--console/--no-console", help="Start the Streamlit reviewer console.")
     ] = True,
+    replicas: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=MAX_REPLICAS,
+            help="Orchestrator replicas (more than 1 needs DATABASE_URL=postgresql://...); "
+            f"replica i listens on ORCHESTRATOR_PORT + {REPLICA_PORT_STEP}*(i-1).",
+        ),
+    ] = 1,
     startup_timeout: Annotated[
         float, typer.Option(help="Seconds each service may take to become healthy.")
     ] = 60.0,
+    grace: Annotated[
+        float,
+        typer.Option(
+            help="Seconds a stopping service gets before SIGKILL (none after a second Ctrl-C)."
+        ),
+    ] = 8.0,
 ) -> None:
-    """Start every service on loopback (the scripted demo model when no API keys are set)."""
-    p = plan(dict(os.environ), with_sandbox=sandbox, with_console=console_ui)
-    sup = Supervisor(p, log_dir)
+    """Start every service on loopback (the scripted demo model when no API keys are set),
+    restart any that dies, and stop them all on Ctrl-C or SIGTERM."""
+    try:
+        p = plan(dict(os.environ), with_sandbox=sandbox, with_console=console_ui, replicas=replicas)
+    except PlanError as exc:
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    sup = Supervisor(p, log_dir, state_path=STATE_FILE)
 
-    def terminate(signum: int, _: object) -> None:
-        raise KeyboardInterrupt  # SIGTERM/SIGHUP stop the children too, like Ctrl-C
+    def on_signal(signum: int, _: object) -> None:
+        # only a flag: the main loop stops everything; a second signal skips the grace period
+        sup.signals += 1
 
-    signal.signal(signal.SIGTERM, terminate)
-    signal.signal(signal.SIGHUP, terminate)
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, on_signal)
+    failed = False
     try:
         for spec in p.services:
+            if sup.signals:
+                break
             with console.status(f"starting {spec.name} on {spec.url(p.env)} ..."):
                 try:
                     running = sup.start(spec)
                 except PortInUse as exc:
-                    console.print(f"[red]{exc}[/]")
-                    raise typer.Exit(1) from None
+                    console.print(f"[red]{escape(str(exc))}[/]")
+                    failed = True
+                    break
                 problem = sup.wait_healthy(running, startup_timeout)
+            if problem == "interrupted":
+                break
             if problem:
                 console.print(f"[red]{spec.name} failed to start: {problem}[/]")
-                console.print(tail(running.log_path))
-                raise typer.Exit(1)
+                console.print(escape(tail(running.log_path)))
+                failed = True
+                break
             console.print(f"[green]{spec.name}[/] healthy")
-        credentials = write_credentials(p.env, Path("var"))
-        _banner(p, sup, credentials)
-        while True:
-            dead = sup.dead()
-            if dead:
-                for running in dead:
-                    console.print(
-                        f"[red]{running.spec.name} stopped (exit {running.process.returncode})[/]"
-                    )
-                    console.print(tail(running.log_path))
-                raise typer.Exit(1)
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        console.print("stopping ...")
+        else:
+            credentials = write_credentials(p.env, Path("var"))
+            _banner(p, sup, credentials)
+            while not sup.signals:
+                for line in sup.supervise():
+                    console.print(f"[yellow]{escape(line)}[/]")
+                time.sleep(0.2)
+        if sup.signals:
+            console.print("stopping ... (again to stop at once)")
     finally:
-        sup.stop()
+        sup.stop(grace_s=grace)
+        STATE_FILE.unlink(missing_ok=True)
         console.print("all services stopped")
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def status(
+    state_file: Annotated[
+        Path, typer.Option(help="The state file `crosscheck up` keeps.")
+    ] = STATE_FILE,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the state as JSON.")] = False,
+) -> None:
+    """What `crosscheck up` runs: each service's state, pid, restarts, last exit and health.
+    Exit code 0 when every service is healthy, 2 when one is not, 1 when nothing runs."""
+    try:
+        state = json.loads(state_file.read_text())
+    except (OSError, ValueError):
+        err_console.print(f"not running (no state in {state_file}; start with `crosscheck up`)")
+        raise typer.Exit(1) from None
+    if not _alive(int(state.get("supervisor_pid", 0))):
+        err_console.print(
+            f"not running: the supervisor (pid {state.get('supervisor_pid')}) is gone; "
+            f"{state_file} is left from {state.get('updated_at')}"
+        )
+        raise typer.Exit(1)
+    services = state["services"]
+    for service in services:
+        service["responding"] = _responds(service["url"] + service["health_path"])
+    if as_json:
+        console.print_json(data=state)
+    else:
+        table = Table(title=f"crosscheck up (pid {state['supervisor_pid']})")
+        for column in ("service", "state", "pid", "restarts", "last exit", "health", "URL"):
+            table.add_column(column)
+        for s in services:
+            table.add_row(
+                s["name"],
+                s["state"],
+                str(s["pid"]),
+                str(s["restarts"]),
+                s["last_exit"] or "-",
+                "[green]ok[/]" if s["responding"] else "[red]down[/]",
+                s["url"],
+            )
+        console.print(table)
+    if not all(s["responding"] and s["state"] == "healthy" for s in services):
+        raise typer.Exit(2)
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _responds(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2.0).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 # ------------------------------------------------------------------ run and show

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import ctypes
+import json
 import os
 import secrets
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import IO
 
 import httpx
+
+from shared.logging import register_secrets, scrub_text
 
 DEMO_KEY = "demo-key-for-the-scripted-model"
 KEY_VARS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
@@ -26,15 +34,20 @@ class ServiceSpec:
     default_port: int
     what: str
     health_path: str = "/healthz"
+    overrides: tuple[tuple[str, str], ...] = ()  # this instance's own variables (replicas)
 
     def command(self, env: dict[str, str]) -> list[str]:
         return [sys.executable, "-m", self.module]
 
     def host(self, env: dict[str, str]) -> str:
-        return env.get(f"{self.env_prefix}HOST", "127.0.0.1")
+        return self.environment(env).get(f"{self.env_prefix}HOST", "127.0.0.1")
 
     def port(self, env: dict[str, str]) -> int:
-        return int(env.get(f"{self.env_prefix}PORT", self.default_port))
+        return int(self.environment(env).get(f"{self.env_prefix}PORT", self.default_port))
+
+    def environment(self, env: dict[str, str]) -> dict[str, str]:
+        """What this child is started with."""
+        return {**child_env(self, env), **dict(self.overrides)}
 
     def url(self, env: dict[str, str]) -> str:
         return f"http://{self.host(env)}:{self.port(env)}"
@@ -84,7 +97,13 @@ class Plan:
     missing_keys: list[str] = field(default_factory=list)
 
 
-def plan(base_env: dict[str, str], *, with_sandbox: bool = True, with_console: bool = True) -> Plan:
+def plan(
+    base_env: dict[str, str],
+    *,
+    with_sandbox: bool = True,
+    with_console: bool = True,
+    replicas: int = 1,
+) -> Plan:
     env = dict(base_env)
     actor_provider = env.get("ACTOR_PROVIDER", "openai")
     critic_provider = env.get("CRITIC_PROVIDER", "anthropic")
@@ -118,7 +137,46 @@ def plan(base_env: dict[str, str], *, with_sandbox: bool = True, with_console: b
     env.setdefault("DATABASE_URL", "sqlite:///var/crosscheck.sqlite")
     env.setdefault("CROSSCHECK_URL", by_name["orchestrator"].url(env))
     env.setdefault("CROSSCHECK_LOG_LEVEL", "INFO")
+    if replicas != 1:
+        services = _with_replicas(services, env, replicas)
     return Plan(env=env, services=services, demo=demo, missing_keys=missing)
+
+
+REPLICA_PORT_STEP = 10
+MAX_REPLICAS = 8
+
+
+class PlanError(Exception):
+    """What was asked for cannot run (said before anything starts)."""
+
+
+def _with_replicas(services: list[ServiceSpec], env: dict[str, str], n: int) -> list[ServiceSpec]:
+    """N orchestrators on one Postgres: ports 8000, 8010, 8020 ... (from ORCHESTRATOR_PORT),
+    executor ids ``local``, ``local-2`` ... (stable, so each recovers its own work)."""
+    if not 1 <= n <= MAX_REPLICAS:
+        raise PlanError(f"--replicas must be between 1 and {MAX_REPLICAS}, not {n}")
+    if not env["DATABASE_URL"].startswith("postgresql"):
+        raise PlanError(
+            "--replicas needs Postgres: set DATABASE_URL=postgresql://... "
+            "(replicas share the database; one SQLite file cannot be shared by several)"
+        )
+    first = next(s for s in services if s.name == "orchestrator")
+    base_port = first.port(env)
+    base_id = env.get("ORCHESTRATOR_EXECUTOR_ID", "local")
+    copies = [
+        replace(
+            first,
+            name=f"orchestrator-{i + 1}",
+            what=f"replica {i + 1} of {n}",
+            overrides=(
+                ("ORCHESTRATOR_PORT", str(base_port + REPLICA_PORT_STEP * i)),
+                ("ORCHESTRATOR_EXECUTOR_ID", base_id if i == 0 else f"{base_id}-{i + 1}"),
+            ),
+        )
+        for i in range(n)
+    ]
+    at = services.index(first)
+    return [*services[:at], *copies, *services[at + 1 :]]
 
 
 def child_env(spec: ServiceSpec, env: dict[str, str]) -> dict[str, str]:
@@ -156,19 +214,118 @@ def write_credentials(env: dict[str, str], directory: Path) -> Path:
 
 @dataclass
 class Running:
+    """One supervised service: its current process (replaced on restart) and its history."""
+
     spec: ServiceSpec
     process: subprocess.Popen[bytes]
     log_path: Path
+    state: str = "starting"  # starting | healthy | backoff | stopped
+    restarts: int = 0
+    failures: int = 0  # consecutive exits without a long healthy spell; sets the backoff
+    last_exit: str | None = None
+    started_at: float = field(default_factory=time.monotonic)
+    healthy_since: float | None = None
+    restart_at: float | None = None
+    pump: threading.Thread | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
+def exit_status(code: int) -> str:
+    """How a child ended, as an operator reads it."""
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def backoff_s(failures: int, *, initial_s: float = 0.5, cap_s: float = 30.0) -> float:
+    """Delay before the next restart after ``failures`` consecutive exits: 0.5, 1, 2 ... 30 s."""
+    return float(min(cap_s, initial_s * 2 ** max(0, failures - 1)))
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_supervisor() -> Callable[[], None] | None:
+    """A pre-exec hook: the child gets SIGTERM if ``crosscheck up`` itself dies (even by
+    ``kill -9``), so no service outlives its supervisor as an orphan. Linux only."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+
+    def hook() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+    return hook
+
+
+def _json_line(service: str, line: str) -> str:
+    """Child output as one JSON log line: JSON lines pass through, anything else (Streamlit's
+    banner, a traceback before logging is set up) is wrapped, and secrets are masked."""
+    text = line.rstrip("\n")
+    if text.startswith("{"):
+        try:
+            if isinstance(json.loads(text), dict):
+                return scrub_text(text) + "\n"
+        except ValueError:
+            pass
+    record = {
+        "event": scrub_text(text),
+        "service": service,
+        "level": "info",
+        "logger": "stdout",
+        "timestamp": datetime.now(UTC).isoformat(),
+    }
+    return json.dumps(record) + "\n"
+
+
+def _pump(service: str, source: IO[bytes], log_path: Path) -> None:
+    with source, log_path.open("a", encoding="utf-8") as sink:
+        for raw in iter(source.readline, b""):
+            if not raw.strip():
+                continue
+            sink.write(_json_line(service, raw.decode("utf-8", errors="replace")))
+            sink.flush()
 
 
 class Supervisor:
-    """Owns the child processes: start, wait until healthy, watch, stop in reverse order."""
+    """Owns the child processes: starts them, restarts one that dies (with backoff, never
+    touching the others), and stops them all, in reverse order, when asked."""
 
-    def __init__(self, plan: Plan, log_dir: Path) -> None:
+    def __init__(
+        self,
+        plan: Plan,
+        log_dir: Path,
+        *,
+        state_path: Path | None = None,
+        healthy_reset_s: float = 30.0,
+    ) -> None:
         self.plan = plan
         self.log_dir = log_dir
+        self.state_path = state_path
+        self.healthy_reset_s = healthy_reset_s
         self.running: list[Running] = []
+        self.events: list[str] = []  # what happened, for the terminal
+        self.signals = 0  # SIGINT/SIGTERM/SIGHUP received: 1 = stop, 2+ = stop now
+        register_secrets(
+            plan.env[name]
+            for name in (
+                "CROSSCHECK_SERVICE_TOKEN",
+                "CROSSCHECK_ADMIN_TOKEN",
+                "OPENAI_API_KEY",
+                "ANTHROPIC_API_KEY",
+            )
+            if plan.env.get(name) and plan.env[name] != DEMO_KEY
+        )
 
+    # ------------------------------------------------------------ start
     def start(self, spec: ServiceSpec) -> Running:
         host, port = spec.host(self.plan.env), spec.port(self.plan.env)
         if not port_free(host, port):
@@ -178,51 +335,189 @@ class Supervisor:
             )
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{spec.name}.log"
-        log_file = log_path.open("ab")
-        process = subprocess.Popen(
+        running = Running(spec, self._spawn(spec, log_path), log_path)
+        running.pump = self._start_pump(running)
+        self.running.append(running)
+        self._save()
+        return running
+
+    def _spawn(self, spec: ServiceSpec, log_path: Path) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
             spec.command(self.plan.env),
-            env=child_env(spec, self.plan.env),
-            stdout=log_file,
+            env=spec.environment(self.plan.env),
+            stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,  # Ctrl-C reaches us only; we stop the children in order
+            preexec_fn=_die_with_supervisor(),
         )
-        log_file.close()
-        running = Running(spec, process, log_path)
-        self.running.append(running)
-        return running
+
+    def _start_pump(self, running: Running) -> threading.Thread:
+        assert running.process.stdout is not None
+        pump = threading.Thread(
+            target=_pump,
+            args=(running.spec.name, running.process.stdout, running.log_path),
+            name=f"log-{running.spec.name}",
+            daemon=True,
+        )
+        pump.start()
+        return pump
+
+    def healthy(self, running: Running, timeout_s: float = 1.0) -> bool:
+        url = f"{running.spec.url(self.plan.env)}{running.spec.health_path}"
+        try:
+            return httpx.get(url, timeout=timeout_s).status_code == 200
+        except httpx.HTTPError:
+            return False
 
     def wait_healthy(self, running: Running, timeout_s: float = 60.0) -> str | None:
         """None when healthy, else why not (the tail of its log says more)."""
-        url = f"{running.spec.url(self.plan.env)}{running.spec.health_path}"
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
+            if self.signals:
+                return "interrupted"
             code = running.process.poll()
             if code is not None:
-                return f"exited with code {code}"
-            try:
-                if httpx.get(url, timeout=1.0).status_code == 200:
-                    return None
-            except httpx.HTTPError:
-                pass
+                return exit_status(code)
+            if self.healthy(running):
+                self._mark_healthy(running)
+                return None
             time.sleep(0.1)
         return f"not healthy after {timeout_s:.0f} s"
 
+    def _mark_healthy(self, running: Running) -> None:
+        running.state = "healthy"
+        running.healthy_since = time.monotonic()
+        self._save()
+
+    # ------------------------------------------------------------ watch and heal
     def dead(self) -> list[Running]:
         return [r for r in self.running if r.process.poll() is not None]
 
+    def supervise(self) -> list[str]:
+        """One pass: notice exits, restart what is due, check the ones coming up.
+        Returns what happened, one line each."""
+        now = time.monotonic()
+        happened: list[str] = []
+        for running in self.running:
+            code = running.process.poll()
+            if running.state in ("starting", "healthy") and code is not None:
+                lived = now - (running.healthy_since or now)
+                running.failures = 1 if lived >= self.healthy_reset_s else running.failures + 1
+                running.last_exit = exit_status(code)
+                running.state = "backoff"
+                running.healthy_since = None
+                delay = backoff_s(running.failures)
+                running.restart_at = now + delay
+                self._close(running)
+                happened.append(
+                    self._log(
+                        running,
+                        "service exited; restarting",
+                        status=running.last_exit,
+                        restart_in_s=round(delay, 2),
+                    )
+                )
+            elif running.state == "backoff" and now >= (running.restart_at or now):
+                spec = running.spec
+                if not port_free(spec.host(self.plan.env), spec.port(self.plan.env)):
+                    running.restart_at = now + 0.5  # its old socket is not released yet
+                    continue
+                running.process = self._spawn(spec, running.log_path)
+                running.pump = self._start_pump(running)
+                running.restarts += 1
+                running.state = "starting"
+                running.started_at = now
+                happened.append(
+                    self._log(
+                        running, "service restarted", pid=running.pid, restarts=running.restarts
+                    )
+                )
+            elif running.state == "starting" and code is None and self.healthy(running, 0.5):
+                self._mark_healthy(running)
+                happened.append(self._log(running, "service healthy again", pid=running.pid))
+        if happened:
+            self._save()
+        return happened
+
+    # ------------------------------------------------------------ stop
     def stop(self, grace_s: float = 8.0) -> None:
+        """SIGTERM to every child (reverse order), then SIGKILL to whatever is left after
+        ``grace_s``, or at once when a second signal arrived."""
         for running in reversed(self.running):
+            running.state = "stopped"
             if running.process.poll() is None:
-                running.process.send_signal(signal.SIGTERM)
+                self._signal(running, signal.SIGTERM)
         deadline = time.monotonic() + grace_s
-        for running in reversed(self.running):
-            remaining = max(0.1, deadline - time.monotonic())
-            try:
-                running.process.wait(timeout=remaining)
-            except subprocess.TimeoutExpired:
-                os.killpg(running.process.pid, signal.SIGKILL)
-                running.process.wait()
+        while time.monotonic() < deadline and self.signals < 2:
+            if all(r.process.poll() is not None for r in self.running):
+                break
+            time.sleep(0.05)
+        for running in self.running:
+            if running.process.poll() is None:
+                self._signal(running, signal.SIGKILL)
+        for running in self.running:
+            running.process.wait()
+            # the group too: anything a service started and left behind
+            self._signal(running, signal.SIGKILL)
+            self._close(running)
+        self._save()
+
+    @staticmethod
+    def _signal(running: Running, signum: int) -> None:
+        try:
+            os.killpg(running.process.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    @staticmethod
+    def _close(running: Running) -> None:
+        if running.pump is not None:
+            running.pump.join(timeout=2)
+            running.pump = None
+
+    # ------------------------------------------------------------ reporting
+    def _log(self, running: Running, event: str, **fields: object) -> str:
+        record = {
+            "event": event,
+            "service": running.spec.name,
+            "level": "warning" if "exited" in event else "info",
+            "logger": "crosscheck.supervisor",
+            "timestamp": datetime.now(UTC).isoformat(),
+            **fields,
+        }
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        with (self.log_dir / "supervisor.log").open("a", encoding="utf-8") as sink:
+            sink.write(json.dumps(record) + "\n")
+        details = ", ".join(f"{k} {v}" for k, v in fields.items())
+        return f"{running.spec.name}: {event} ({details})"
+
+    def snapshot(self) -> dict[str, object]:
+        return {
+            "supervisor_pid": os.getpid(),
+            "updated_at": datetime.now(UTC).isoformat(),
+            "services": [
+                {
+                    "name": r.spec.name,
+                    "url": r.spec.url(self.plan.env),
+                    "health_path": r.spec.health_path,
+                    "pid": r.pid,
+                    "state": r.state,
+                    "restarts": r.restarts,
+                    "last_exit": r.last_exit,
+                    "log": str(r.log_path),
+                }
+                for r in self.running
+            ],
+        }
+
+    def _save(self) -> None:
+        if self.state_path is None:
+            return
+        self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = self.state_path.with_suffix(".tmp")
+        scratch.write_text(json.dumps(self.snapshot(), indent=2))
+        scratch.replace(self.state_path)
 
 
 class PortInUse(Exception):
