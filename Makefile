@@ -4,9 +4,12 @@
 install:        ## install uv, system packages and the locked Python environment
 	scripts/bootstrap.sh --dev
 
+# `run` starts the venv's `crosscheck up` without `uv run`, which would install the dev tools.
+# scripts/up.py sits between make and it: make passes SIGTERM on to its child, so a SIGTERM to
+# the process group would otherwise reach `crosscheck up` twice (the second skips the grace).
 run:            ## install what is missing, then start every service (Ctrl-C stops all)
 	scripts/bootstrap.sh
-	uv run --frozen crosscheck up
+	exec .venv/bin/python scripts/up.py
 
 test:           ## install, lint, type-check and run the whole test suite
 	scripts/test.sh

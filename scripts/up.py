@@ -1,0 +1,52 @@
+"""How `make run` starts `crosscheck up`, so that each SIGTERM reaches it exactly once.
+
+    .venv/bin/python scripts/up.py [command ...]   # default: .venv/bin/crosscheck up
+
+GNU make passes a SIGTERM it receives on to the recipe it runs, then exits. When an operator
+sends SIGTERM to the whole process group, make's direct child therefore gets it twice, and a
+second signal tells `crosscheck up` to skip its grace period and kill the services at once.
+So make's direct child is this small process, and `crosscheck up` runs below it in the same
+process group: group signals (kill -- -PGID, Ctrl-C, terminal hangup) reach `crosscheck up`
+directly, and this process passes on a signal from make only when it did not come with one of
+those, that is when make alone was sent SIGTERM. It exits with the command's status.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+# A signal from make this soon after one from elsewhere is make passing on a group signal.
+ECHO_WINDOW_S = 1.0
+DEFAULT_COMMAND = [str(Path(__file__).resolve().parent.parent / ".venv/bin/crosscheck"), "up"]
+
+
+def _unblock() -> None:  # in the child, before exec: the blocked mask would be inherited
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+
+
+def main(command: list[str]) -> int:
+    make = os.getppid()
+    # Blocked, then collected with sigtimedwait, which tells who sent each one.
+    signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    child = subprocess.Popen(command, preexec_fn=_unblock)
+    last_group_signal = -ECHO_WINDOW_S
+    while child.poll() is None:
+        info = signal.sigtimedwait(SIGNALS, 0.2)
+        if info is None:
+            continue
+        if info.si_pid != make:
+            last_group_signal = time.monotonic()  # the command got this one too
+        elif time.monotonic() - last_group_signal > ECHO_WINDOW_S:
+            child.send_signal(info.si_signo)  # make alone was signalled
+    code = child.returncode
+    return 128 - code if code < 0 else code  # killed by signal N: exit 128 + N, as shells do
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:] or DEFAULT_COMMAND))
