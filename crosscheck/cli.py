@@ -82,6 +82,7 @@ def _banner(p: Plan, sup: Supervisor, credentials: Path) -> None:
 
 
 STATE_FILE = Path("var/run/up.json")
+SIGNAL_ECHO_S = 0.5
 
 
 @app.command()
@@ -123,8 +124,17 @@ def up(
         raise typer.Exit(2) from None
     sup = Supervisor(p, log_dir, state_path=STATE_FILE)
 
+    first_signal_at = 0.0
+
     def on_signal(signum: int, _: object) -> None:
-        # only a flag: the main loop stops everything; a second signal skips the grace period
+        # Only a flag: the main loop stops everything; a second signal skips the grace period.
+        # One within half a second of the first is the same request passed on by a wrapper
+        # (make, uv run) to the whole group, and is not counted twice.
+        nonlocal first_signal_at
+        now = time.monotonic()
+        if sup.signals == 1 and now - first_signal_at < SIGNAL_ECHO_S:
+            return
+        first_signal_at = first_signal_at or now
         sup.signals += 1
 
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
