@@ -1,12 +1,22 @@
 """The Critic service through its HTTP API, with the real Anthropic SDK against the fake server."""
 
+import asyncio
+import io
+import logging
+import uuid
+
 import pytest
+import redis
 
 from critic.app import create_app
 from shared.errors import ConfigurationError
+from shared.logging import configure_logging
+from shared.replay import redis_prefix
 from tests.support.apps import serving
+from tests.support.databases import require_redis
 from tests.support.factories import critic_settings
 from tests.support.fakemodel import user_text
+from tests.support.servers import free_port
 
 TRIAL_DIVISION = """def primes_up_to(n):
     primes = []
@@ -185,3 +195,99 @@ class TestConfiguration:
     async def test_round_out_of_range_is_422(self, critic):
         response = await critic.post("/v1/critique", json={"task": "t", "output": "x", "round": 0})
         assert response.status_code == 422
+
+
+REDIS_PASSWORD = "hunter2-replay-password"
+
+
+@pytest.fixture
+def captured_logs():
+    stream = io.StringIO()
+    yield stream
+    logging.getLogger().handlers = []
+
+
+class TestReplayStore:
+    async def test_a_restarted_critic_replays_from_its_file(self, fake_model, service_token):
+        settings = critic_settings(fake=fake_model, token=service_token)
+        body = {"task": PRIME_TASK, "kind": "code", "output": TRIAL_DIVISION}
+        headers = {"Idempotency-Key": "run_1:1:critic:1"}
+        async with serving(create_app(settings), service_token) as critic:
+            first = await critic.post("/v1/critique", json=body, headers=headers)
+        async with serving(create_app(settings), service_token) as restarted:
+            second = await restarted.post("/v1/critique", json=body, headers=headers)
+            other = await restarted.post(
+                "/v1/critique", json={**body, "output": SIEVE}, headers=headers
+            )
+        assert first.status_code == second.status_code == 200
+        assert second.json() == {**first.json(), "exchanges": []}
+        assert other.status_code == 409
+        assert len(fake_model.requests()) == 1
+
+    async def test_unreachable_redis_fails_readiness_and_never_shows_its_password(
+        self, fake_model, service_token, monkeypatch, captured_logs
+    ):
+        port = free_port()  # nothing listens there
+        monkeypatch.setenv("REDIS_URL", f"redis://:{REDIS_PASSWORD}@127.0.0.1:{port}/3")
+        settings = critic_settings(fake=fake_model, token=service_token)
+        configure_logging("critic", secrets=settings.secrets(), stream=captured_logs)
+        async with serving(create_app(settings), service_token) as critic:
+            ready = await critic.get("/readyz")
+            keyed = await critic.post(
+                "/v1/critique",
+                json={"task": "t", "output": "x"},
+                headers={"Idempotency-Key": "run_1:1:critic:1"},
+            )
+        assert ready.status_code == 503
+        assert ready.json()["error"] == "NotReady"
+        assert f"redis at 127.0.0.1:{port}/3" in ready.json()["detail"]
+        assert "ConnectionError" in ready.json()["detail"]
+        assert keyed.status_code == 503, "no replay store: no model call that could be repeated"
+        assert keyed.json()["error"] == "ReplayStoreUnavailable"
+        assert fake_model.requests() == []
+        logs = captured_logs.getvalue()
+        assert "replay store not ready" in logs
+        for text in (ready.text, keyed.text, logs):
+            assert REDIS_PASSWORD not in text
+
+    async def test_a_malformed_redis_url_fails_readiness_with_the_reason(
+        self, fake_model, service_token, monkeypatch
+    ):
+        monkeypatch.setenv("REDIS_URL", f"http://admin:{REDIS_PASSWORD}@cache:6379")
+        settings = critic_settings(fake=fake_model, token=service_token)
+        async with serving(create_app(settings), service_token) as critic:
+            ready = await critic.get("/readyz")
+            unkeyed = await critic.post("/v1/critique", json={"task": "t", "output": "x"})
+        assert ready.status_code == 503
+        assert "REDIS_URL must start with redis://" in ready.json()["detail"]
+        assert REDIS_PASSWORD not in ready.text
+        assert unkeyed.status_code == 200  # without a key nothing is replayed
+
+    async def test_two_critics_on_one_redis_call_the_model_once(
+        self, fake_model, service_token, monkeypatch
+    ):
+        url = require_redis()
+        monkeypatch.setenv("REDIS_URL", url)
+        key = f"test-{uuid.uuid4().hex}:1:critic:1"
+        settings = critic_settings(fake=fake_model, token=service_token)
+        body = {"task": PRIME_TASK, "kind": "code", "output": TRIAL_DIVISION}
+        try:
+            async with (
+                serving(create_app(settings), service_token) as one,
+                serving(create_app(settings), service_token) as two,
+            ):
+                assert (await one.get("/readyz")).status_code == 200
+                answers = await asyncio.gather(
+                    one.post("/v1/critique", json=body, headers={"Idempotency-Key": key}),
+                    two.post("/v1/critique", json=body, headers={"Idempotency-Key": key}),
+                )
+        finally:
+            client = redis.Redis.from_url(url)
+            prefix = redis_prefix("critic")
+            client.delete(f"{prefix}done:{key}", f"{prefix}claim:{key}")
+            client.zrem(f"{prefix}index", key)
+            client.close()
+        assert [a.status_code for a in answers] == [200, 200]
+        first, second = (a.json() for a in answers)
+        assert {**first, "exchanges": []} == {**second, "exchanges": []}
+        assert len(fake_model.requests()) == 1

@@ -50,8 +50,7 @@ class Replayer:
     ) -> None:
         self.store = store
         self.owner = owner or new_owner("replayer")
-        bounds = getattr(store, "bounds", None)
-        self.lease_s = lease_s or (bounds.lease_s if bounds is not None else 10.0)
+        self.lease_s = lease_s or store.bounds.lease_s
         self.poll_s = poll_s or min(0.1, self.lease_s / 10)
         self._running: dict[str, tuple[str, asyncio.Task[BaseModel]]] = {}
 

@@ -39,6 +39,7 @@ CREATE TABLE IF NOT EXISTS replays (
     stored_at REAL
 );
 CREATE INDEX IF NOT EXISTS replays_finished ON replays (stored_at) WHERE payload IS NOT NULL;
+CREATE INDEX IF NOT EXISTS replays_claims ON replays (lease_until) WHERE payload IS NULL;
 """
 
 

@@ -67,6 +67,7 @@ class ReplayStore(Protocol):
 
     description: str
     """Where the store is, for logs and readiness; never a password."""
+    bounds: Bounds
 
     async def begin(self, key: str, digest: str, owner: str) -> Begin:
         """Atomically: the finished result if any; else a live claim of another owner;
@@ -100,6 +101,7 @@ class UnusableReplayStore:
     def __init__(self, reason: str) -> None:
         self.reason = reason
         self.description = "unusable"
+        self.bounds = Bounds()
 
     async def begin(self, key: str, digest: str, owner: str) -> Begin:
         raise ReplayStoreUnavailable(self.reason)
