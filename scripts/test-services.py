@@ -1,7 +1,7 @@
 """The Postgres and the Redis the test suite talks to.
 
-    python scripts/test-services.py start   # stdout: `export NAME=value` lines for the shell
-    python scripts/test-services.py stop    # stops what `start` started
+    python scripts/test-services.py start [--owner PID]   # stdout: `export NAME=value` lines
+    python scripts/test-services.py stop                  # stops what `start` started
 
 For each server, `start` uses the configured URL if it answers (CROSSCHECK_TEST_POSTGRES_URL
 and CROSSCHECK_TEST_REDIS_URL, else the defaults below). Otherwise it installs the Debian
@@ -10,11 +10,15 @@ with every file in one state directory whose path it exports as CROSSCHECK_TEST_
 `stop` ends those servers and removes the directory. One line per server says which is used.
 Progress goes to stderr: stdout carries only the exports, for `eval`.
 
+The servers belong to the --owner process (default: the caller). Should it die without calling
+`stop` (kill -9, a CI timeout), the next `start` or `stop` in this checkout stops them.
+
 It runs in the project's environment (psycopg); scripts/test.sh calls it around pytest.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import pwd
@@ -38,8 +42,9 @@ REDIS_ENV = "CROSSCHECK_TEST_REDIS_URL"
 STATE_ENV = "CROSSCHECK_TEST_SERVICES_DIR"
 DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/15"
-# Marks a state directory as ours: `stop` removes nothing that lacks it.
+# Marks a state directory as ours (`stop` removes nothing that lacks it) and names its owner.
 MARKER = ".crosscheck-test-services"
+STATE_BASE = REPO / "var" / "test-services"
 START_TIMEOUT_S = 30.0
 
 
@@ -108,13 +113,18 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def alive(pid: int) -> bool:
-    """Whether the process runs (a zombie, which a container's init may never reap, does not)."""
+def identity(pid: int) -> str | None:
+    """`pid start-time` of a running process, which a reused pid does not repeat; None once it
+    has exited (a zombie, which a container's init may be slow to reap, counts as exited)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] == "Z" else f"{pid} {fields[19]}"
+
+
+def alive(pid: int) -> bool:
+    return identity(pid) is not None
 
 
 def end_process(pid: int, sig: signal.Signals, timeout_s: float = 10.0) -> None:
@@ -170,7 +180,7 @@ def postgres_bindir() -> Path | None:
 
 
 @dataclass
-class Owner:
+class PostgresUser:
     """Who runs Postgres: it refuses root, so root hands it to the `postgres` system user."""
 
     uid: int
@@ -178,7 +188,7 @@ class Owner:
     name: str
 
     @classmethod
-    def for_postgres(cls) -> Owner:
+    def for_postgres(cls) -> PostgresUser:
         if os.geteuid() != 0:
             me = pwd.getpwuid(os.geteuid())
             return cls(me.pw_uid, me.pw_gid, me.pw_name)
@@ -205,25 +215,24 @@ class Owner:
         return self.run(["test", "-w", str(path)], cwd="/").returncode == 0
 
 
-def make_state_dir(owner: Owner) -> Path:
+def make_state_dir(pg_user: PostgresUser, owner: str) -> Path:
     """var/test-services/<random> in the checkout if the Postgres user can reach it, else /tmp.
 
     The Unix socket lives in the data directory and its path must fit in 107 bytes."""
     candidates = []
     with contextlib.suppress(OSError):
-        base = REPO / "var" / "test-services"
-        base.mkdir(parents=True, exist_ok=True)
-        candidates.append(base)
+        STATE_BASE.mkdir(parents=True, exist_ok=True)
+        candidates.append(STATE_BASE)
     candidates.append(Path(tempfile.gettempdir()))
     for base in candidates:
         state = Path(tempfile.mkdtemp(prefix="cc-", dir=base))
         state.chmod(0o755)
-        (state / MARKER).touch()
+        (state / MARKER).write_text(f"{REPO}\n{owner}\n")
         probe = state / "postgres"
         probe.mkdir()
-        os.chown(probe, owner.uid, owner.gid)
+        os.chown(probe, pg_user.uid, pg_user.gid)
         fits = len(str(probe / ".s.PGSQL.65535")) < 100
-        if fits and owner.can_write(probe):
+        if fits and pg_user.can_write(probe):
             return state
         remove_state_dir(state)
     raise SystemExit("[test-services] found no directory the Postgres user can write to")
@@ -231,16 +240,31 @@ def make_state_dir(owner: Owner) -> Path:
 
 def remove_state_dir(state: Path) -> None:
     shutil.rmtree(state, ignore_errors=True)
-    with contextlib.suppress(OSError):  # var/test-services, once the last one is gone
-        state.parent.rmdir()
+    if state.parent == STATE_BASE:
+        with contextlib.suppress(OSError):  # once the last one is gone
+            STATE_BASE.rmdir()
+
+
+def orphans() -> list[Path]:
+    """This checkout's state directories whose owner has exited without stopping them."""
+    found = []
+    for base in (STATE_BASE, Path(tempfile.gettempdir())):
+        for state in base.glob("cc-*"):
+            try:
+                checkout, owner = (state / MARKER).read_text().splitlines()[:2]
+            except (OSError, ValueError):
+                continue  # not ours, or not readable by us
+            if checkout == str(REPO) and identity(int(owner.split()[0])) != owner:
+                found.append(state)
+    return found
 
 
 # ------------------------------------------------------------------ throwaway servers
 
 
-def start_postgres(state: Path, owner: Owner, bindir: Path) -> str:
+def start_postgres(state: Path, pg_user: PostgresUser, bindir: Path) -> str:
     data = state / "postgres"  # made by make_state_dir, owned by `owner`
-    initdb = owner.run(
+    initdb = pg_user.run(
         [str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust"]
         + ["--encoding=UTF8", "--no-locale", "--no-sync"],
         cwd=state,
@@ -257,7 +281,7 @@ def start_postgres(state: Path, owner: Owner, bindir: Path) -> str:
                 f"unix_socket_directories = '{socket_dir}'\n"
                 "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n"
             )
-        started = owner.run(
+        started = pg_user.run(
             [str(bindir / "pg_ctl"), "-D", str(data), "-l", str(data / "server.log")]
             + ["-w", "-t", str(int(START_TIMEOUT_S)), "start"],
             cwd=state,
@@ -315,71 +339,92 @@ def stop_redis(home: Path) -> None:
 # ------------------------------------------------------------------ commands
 
 
-def start() -> None:
-    postgres_url = os.environ.get(POSTGRES_ENV) or DEFAULT_POSTGRES_URL
-    redis_url = os.environ.get(REDIS_ENV) or DEFAULT_REDIS_URL
-    state: Path | None = None
+class Throwaways:
+    """The state directory of this run's throwaway servers, made when the first one is needed."""
+
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+        self.state: Path | None = None
+
+    def directory(self) -> Path:
+        if self.state is None:
+            self.state = make_state_dir(PostgresUser.for_postgres(), self.owner)
+        return self.state
+
+
+def provide_postgres(url: str, throwaways: Throwaways) -> str:
+    if not postgres_answers(url) and postgres_bindir() is None:
+        apt_install("postgresql")  # Debian's package may start a cluster on 5432: ask again
+    if postgres_answers(url):
+        say(f"using the running Postgres at {redacted(url)}")
+        return url
+    bindir = postgres_bindir()
+    if bindir is None:
+        raise SystemExit("[test-services] no initdb found after installing postgresql")
+    return start_postgres(throwaways.directory(), PostgresUser.for_postgres(), bindir)
+
+
+def provide_redis(url: str, throwaways: Throwaways) -> str:
+    if not redis_answers(url) and shutil.which("redis-server") is None:
+        apt_install("redis-server")  # which may start Debian's Redis on 6379: ask again
+    if redis_answers(url):
+        say(f"using the running Redis at {redacted(url)}")
+        return url
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise SystemExit("[test-services] no redis-server found after installing it")
+    return start_redis(throwaways.directory(), binary, db=urlsplit(url).path or "/15")
+
+
+def start(owner_pid: int) -> None:
+    owner = identity(owner_pid)
+    if owner is None:
+        raise SystemExit(f"[test-services] --owner {owner_pid}: no such process")
+    for orphan in orphans():
+        stop(orphan, "left by an interrupted run ")
+    throwaways = Throwaways(owner)
     # A failure or Ctrl-C half-way stops what was already started; SIGTERM does the same.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        if postgres_answers(postgres_url):
-            say(f"using the running Postgres at {redacted(postgres_url)}")
-        else:
-            if postgres_bindir() is None:
-                apt_install("postgresql")
-            # Debian's package may have created and started a cluster on 5432 just now.
-            if postgres_answers(postgres_url):
-                say(f"using the running Postgres at {redacted(postgres_url)}")
-            else:
-                bindir = postgres_bindir()
-                if bindir is None:
-                    raise SystemExit("[test-services] no initdb found after installing postgresql")
-                owner = Owner.for_postgres()
-                state = make_state_dir(owner)
-                postgres_url = start_postgres(state, owner, bindir)
-
-        if redis_answers(redis_url):
-            say(f"using the running Redis at {redacted(redis_url)}")
-        else:
-            if shutil.which("redis-server") is None:
-                apt_install("redis-server")
-            if redis_answers(redis_url):
-                say(f"using the running Redis at {redacted(redis_url)}")
-            else:
-                binary = shutil.which("redis-server")
-                if binary is None:
-                    raise SystemExit("[test-services] no redis-server found after installing it")
-                if state is None:
-                    state = make_state_dir(Owner.for_postgres())
-                db = urlsplit(redis_url).path or "/15"
-                redis_url = start_redis(state, binary, db)
+        postgres_url = provide_postgres(
+            os.environ.get(POSTGRES_ENV) or DEFAULT_POSTGRES_URL, throwaways
+        )
+        redis_url = provide_redis(os.environ.get(REDIS_ENV) or DEFAULT_REDIS_URL, throwaways)
     except BaseException:
-        if state is not None:
-            stop(state)
+        if throwaways.state is not None:
+            stop(throwaways.state)
         raise
-
-    exports = {POSTGRES_ENV: postgres_url, REDIS_ENV: redis_url, STATE_ENV: str(state or "")}
+    exports = {
+        POSTGRES_ENV: postgres_url,
+        REDIS_ENV: redis_url,
+        STATE_ENV: str(throwaways.state or ""),
+    }
     sys.stdout.write("".join(f"export {k}={shlex.quote(v)}\n" for k, v in exports.items()))
 
 
-def stop(state: Path | None) -> None:
+def stop(state: Path, why: str = "") -> None:
     """Stop the throwaway servers in `state` and remove it (nothing if it is not ours)."""
-    if state is None or not (state / MARKER).is_file():
+    if not (state / MARKER).is_file():
         return
     stop_postgres(state / "postgres")
     stop_redis(state / "redis")
     remove_state_dir(state)
-    say(f"stopped the throwaway servers under {state}")
+    say(f"stopped the throwaway servers {why}under {state}")
 
 
-def main(argv: list[str]) -> None:
-    if argv == ["start"]:
-        start()
-    elif argv == ["stop"]:
-        stop(Path(os.environ[STATE_ENV]) if os.environ.get(STATE_ENV) else None)
-    else:
-        raise SystemExit(__doc__)
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("command", choices=["start", "stop"])
+    parser.add_argument("--owner", type=int, default=os.getppid(), help="(start) their owner")
+    args = parser.parse_args()
+    if args.command == "start":
+        start(args.owner)
+        return
+    if os.environ.get(STATE_ENV):
+        stop(Path(os.environ[STATE_ENV]))
+    for state in orphans():
+        stop(state, "left by an interrupted run ")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

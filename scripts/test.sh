@@ -14,12 +14,13 @@ echo "== mypy";        uv run --frozen mypy
 echo "== test services"
 # scripts/test-services.py prints `export` lines: CROSSCHECK_TEST_POSTGRES_URL,
 # CROSSCHECK_TEST_REDIS_URL, and CROSSCHECK_TEST_SERVICES_DIR when it started throwaway servers.
-# The EXIT trap stops them whatever happens next; INT and TERM exit through it too.
+# The EXIT trap stops them whatever happens next; INT and TERM exit through it too. Should this
+# shell (their --owner) be killed outright, the next run stops them.
 services() { uv run --frozen python scripts/test-services.py "$@"; }
 trap 'services stop' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-exports=$(services start)  # on its own line, so that `set -e` sees a failure
+exports=$(services start --owner $$)  # on its own line, so that `set -e` sees a failure
 eval "$exports"
 
 echo "== pytest"

@@ -33,10 +33,11 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def services(command: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def services(command: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the script (its owner, by default, is this process)."""
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("CROSSCHECK_TEST_")}
     return subprocess.run(
-        [sys.executable, str(SCRIPT), command],
+        [sys.executable, str(SCRIPT), command, *args],
         env={**child_env, **env},
         capture_output=True,
         text=True,
@@ -131,6 +132,30 @@ def test_servers_that_answer_are_used_as_they_are(throwaway):
     }
     assert f"using the running Postgres at {urls[POSTGRES_ENV]}" in again.stderr
     assert f"using the running Redis at {urls[REDIS_ENV]}" in again.stderr
+
+
+def test_servers_whose_owner_died_are_stopped_by_the_next_run():
+    owner = subprocess.Popen(["sleep", "60"])
+    started = services("start", CLOSED, "--owner", str(owner.pid))
+    assert started.returncode == 0, started.stderr
+    state = Path(exports(started.stdout)[STATE_ENV])
+    try:
+        postgres_pid = int((state / "postgres" / "postmaster.pid").read_text().split()[0])
+        owner.kill()  # the test command, killed before it could stop its servers
+        owner.wait()
+        assert running(postgres_pid)
+
+        swept = services("stop", {})  # the next run's `stop` (or `start`) finds them
+        assert swept.returncode == 0, swept.stderr
+        assert f"stopped the throwaway servers left by an interrupted run under {state}" in (
+            swept.stderr
+        )
+        assert not running(postgres_pid)
+        assert not state.exists()
+    finally:
+        owner.kill()
+        owner.wait()
+        services("stop", {STATE_ENV: str(state)})
 
 
 def test_stop_removes_only_a_directory_that_start_made(tmp_path):
