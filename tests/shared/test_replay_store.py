@@ -19,7 +19,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from shared.contracts import CritiqueResult, ErrorClass, ModelExchange, Usage, Verdict
-from shared.errors import Conflict
+from shared.errors import ConfigurationError, Conflict
 from shared.replay import (
     Bounds,
     Busy,
@@ -284,3 +284,27 @@ class TestSqlite:
             await reopened.aclose()
         assert model.calls == 0
         assert replayed.reflection == "critique 1"
+
+    async def test_a_path_that_cannot_be_a_file_stops_the_start_with_the_reason(self, tmp_path):
+        blocker = tmp_path / "not-a-folder"
+        blocker.write_text("")
+        with pytest.raises(ConfigurationError, match="not-a-folder"):
+            await SqliteReplayStore(blocker / "critic.sqlite").open()
+
+    async def test_a_waiting_request_does_not_stall_the_event_loop(self, tmp_path):
+        """Another process holds the file's write lock: this store's statements wait on
+        their own thread while the loop keeps serving."""
+        path = tmp_path / "critic.sqlite"
+        store = await SqliteReplayStore(path).open()
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        begin = asyncio.create_task(store.begin(KEY, "d", "a"))
+        start = time.monotonic()
+        for _ in range(10):
+            await asyncio.sleep(0.02)
+        assert time.monotonic() - start < 1.0, "the loop was blocked"
+        assert not begin.done()
+        holder.execute("COMMIT")
+        holder.close()
+        assert isinstance(await begin, Claimed)
+        await store.aclose()
