@@ -164,7 +164,8 @@ def apt_install(package: str) -> None:
     ):
         # `env` carries DEBIAN_FRONTEND through sudo, which drops the caller's environment.
         full = [*prefix, "env", "DEBIAN_FRONTEND=noninteractive", *command]
-        subprocess.run(full, env=env, stdout=subprocess.DEVNULL, check=True)
+        if subprocess.run(full, env=env, stdout=subprocess.DEVNULL).returncode:
+            raise SystemExit(f"[test-services] `{' '.join(full)}` failed")
 
 
 def postgres_bindir() -> Path | None:
@@ -226,14 +227,17 @@ def make_state_dir(pg_user: PostgresUser, owner: str) -> Path:
     candidates.append(Path(tempfile.gettempdir()))
     for base in candidates:
         state = Path(tempfile.mkdtemp(prefix="cc-", dir=base))
-        state.chmod(0o755)
-        (state / MARKER).write_text(f"{REPO}\n{owner}\n")
-        probe = state / "postgres"
-        probe.mkdir()
-        os.chown(probe, pg_user.uid, pg_user.gid)
-        fits = len(str(probe / ".s.PGSQL.65535")) < 100
-        if fits and pg_user.can_write(probe):
-            return state
+        try:
+            state.chmod(0o755)
+            (state / MARKER).write_text(f"{REPO}\n{owner}\n")
+            probe = state / "postgres"
+            probe.mkdir()
+            os.chown(probe, pg_user.uid, pg_user.gid)
+            if len(str(probe / ".s.PGSQL.65535")) < 100 and pg_user.can_write(probe):
+                return state
+        except BaseException:
+            remove_state_dir(state)
+            raise
         remove_state_dir(state)
     raise SystemExit("[test-services] found no directory the Postgres user can write to")
 
