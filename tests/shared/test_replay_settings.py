@@ -5,6 +5,7 @@ from pydantic import ValidationError
 
 from actor.settings import ActorSettings
 from critic.settings import CriticSettings
+from shared.replay import Bounds, open_replayer
 from shared.settings import ReplaySettings
 
 TOKEN = "test-service-token-0123456789"
@@ -77,3 +78,29 @@ def test_bad_values_are_refused_at_start_naming_the_variable(monkeypatch, variab
         ReplaySettings()
     if variable != "CROSSCHECK_REPLAY_STORE" or value != "redis":
         assert variable in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("environment", "expected"),
+    [
+        ({}, "sqlite at {tmp}/critic.sqlite"),
+        ({"CROSSCHECK_REPLAY_STORE": "memory"}, "memory (not durable)"),
+        ({"REDIS_URL": "redis://:pw-123456@127.0.0.1:6390/4"}, "redis at 127.0.0.1:6390/4"),
+        ({"REDIS_URL": "rediss://cache.internal/2"}, "redis at cache.internal:6379/2"),
+    ],
+)
+async def test_open_replayer_builds_the_configured_store(
+    monkeypatch, tmp_path, environment, expected
+):
+    monkeypatch.setenv("CRITIC_REPLAY_DB", str(tmp_path / "critic.sqlite"))
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    replayer = await open_replayer(CriticSettings(), "critic")
+    try:
+        assert replayer.store.description == expected.format(tmp=tmp_path)
+        assert replayer.owner.startswith("critic@")
+        assert replayer.store.bounds == Bounds()
+        if "REDIS_URL" in environment:
+            assert replayer.store.prefix == "crosscheck:replay:critic:"  # type: ignore[attr-defined]
+    finally:
+        await replayer.aclose()

@@ -73,4 +73,4 @@ async def open_replayer(settings: ReplaySettings, service: str) -> Replayer:
         store = MemoryReplayStore(bounds)
     else:
         store = await SqliteReplayStore(settings.replay_db, bounds).open()
-    return Replayer(store, owner=new_owner(service), lease_s=bounds.lease_s)
+    return Replayer(store, owner=new_owner(service))

@@ -40,17 +40,16 @@ def new_owner(service: str) -> str:
 
 
 class Replayer:
+    """One per service process: ``owner`` names this process's claims in the store; the
+    claim is renewed every third of the store's lease, and a waiter polls every ``poll_s``
+    (a tenth of the lease, at most 0.1 s)."""
+
     def __init__(
-        self,
-        store: ReplayStore,
-        *,
-        owner: str | None = None,
-        lease_s: float | None = None,
-        poll_s: float | None = None,
+        self, store: ReplayStore, *, owner: str | None = None, poll_s: float | None = None
     ) -> None:
         self.store = store
         self.owner = owner or new_owner("replayer")
-        self.lease_s = lease_s or store.bounds.lease_s
+        self.lease_s = store.bounds.lease_s
         self.poll_s = poll_s or min(0.1, self.lease_s / 10)
         self._running: dict[str, tuple[str, asyncio.Task[BaseModel]]] = {}
 
