@@ -222,9 +222,9 @@ class TestInFlight:
         await first
 
     async def test_a_heartbeat_keeps_a_long_call_from_being_taken_over(self, backend):
-        bounds = Bounds(lease_s=0.3)
+        bounds = Bounds(lease_s=0.25)
         one, two = await backend.process("a", bounds), await backend.process("b", bounds)
-        model = Model(seconds=1.2)  # four leases long
+        model = Model(seconds=0.8)  # over three leases long
         first = asyncio.create_task(one.run(KEY, "d", model, CritiqueResult))
         await model.started.wait()
         second = await asyncio.wait_for(two.run(KEY, "d", model, CritiqueResult), 5)
