@@ -3,9 +3,11 @@
 The file is validated against the vendored Compose Specification schema
 (infra/compose-spec.json), then against what matters here: health checks, builds that point
 at real Dockerfiles and packages (or pinned official images), the sandbox's hardening, where
-provider keys and the other secrets may go, the orchestrator's wiring to its peers and to
-Postgres, and that nothing listens beyond 127.0.0.1. Each check returns a list of problems;
-the tests assert the real file has none and that deliberately broken copies of it do have some.
+provider keys and the other secrets may go, each orchestrator replica's wiring to its peers and
+to Postgres, the replicas' identities, the reverse proxy in front of them (with its nginx.conf,
+tests/infra/_nginx.py), and that nothing listens beyond 127.0.0.1. Each check returns a list
+of problems; the tests assert the real file has none and that deliberately broken copies of it
+do have some.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import pytest
 import yaml
 from jsonschema.validators import validator_for
 
+from orchestrator.settings import OrchestratorSettings
+from tests.infra import _nginx
 from tests.infra._support import (
     COMPOSE_FILE,
     COMPOSE_SCHEMA,
@@ -43,17 +47,31 @@ from tests.infra._support import (
     served_package,
 )
 
+# The API runs as replicas of one service, `orchestrator-<n>`, behind `proxy`. Whatever holds
+# for "orchestrator" below (the secrets it gets, its package) holds for every replica.
+ORCHESTRATOR = "orchestrator"
+REPLICA_NAME = re.compile(r"^orchestrator-(\d+)$")
+REPLICAS = ("orchestrator-1", "orchestrator-2")
+PROXY = "proxy"
 REQUIRED_SERVICES = {
     "actor",
     "critic",
     "sandbox",
     "fakemodel",
-    "orchestrator",
+    *REPLICAS,
+    PROXY,
     "postgres",
     "console",
 }
-TOKEN_SERVICES = {"actor", "critic", "sandbox", "orchestrator"}
+TOKEN_SERVICES = {"actor", "critic", "sandbox", ORCHESTRATOR}
 DEMO_ONLY = {"fakemodel"}
+# What identifies one replica; everything else the replicas must share.
+REPLICA_IDENTITY = ("ORCHESTRATOR_EXECUTOR_ID", "ORCHESTRATOR_ADVERTISE_URL")
+# The settings' own rule for an executor id (orchestrator.settings).
+EXECUTOR_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
+API_PORT = "8000"  # the host port the API is published on, by the proxy alone
+NGINX_CONF_TARGET = "/etc/nginx/nginx.conf"
+POSTGRES_MAX_CONNECTIONS = 100  # the server's default, unless its command sets another
 
 
 class OfficialImage(NamedTuple):
@@ -69,17 +87,26 @@ IMAGE_SERVICES = {
         re.compile(r"^postgres:1[56](\.\d+)?-alpine(3\.\d+)?(@sha256:[0-9a-f]{64})?$"),
         "pg_isready",
     ),
+    # nginx >= 1.28 (stable): the open-source `resolve` of upstream servers (1.27.3) is used.
+    # Alpine: its busybox `wget` is the health probe (the image has no curl).
+    PROXY: OfficialImage(
+        re.compile(
+            r"^nginx:1\.(2[89]|[3-9]\d)(\.\d+)?-alpine(3\.\d+)?(-slim)?(@sha256:[0-9a-f]{64})?$"
+        ),
+        "wget",
+    ),
 }
+NGINX_UID = "101"  # the `nginx` user of the official Alpine image
 POSTGRES_UID = "70"
 POSTGRES_DATA = "/var/lib/postgresql/data"
 # The secrets compose must refuse to start without (`${NAME:?...}`, never a default), with the
 # services that hold one as a variable of that name and the services that may see it at all.
 REQUIRED_SECRETS: dict[str, tuple[set[str], set[str]]] = {
     "CROSSCHECK_SERVICE_TOKEN": (TOKEN_SERVICES, TOKEN_SERVICES),
-    "CROSSCHECK_ADMIN_TOKEN": ({"orchestrator"}, {"orchestrator"}),
-    "POSTGRES_PASSWORD": ({"postgres"}, {"postgres", "orchestrator"}),
+    "CROSSCHECK_ADMIN_TOKEN": ({ORCHESTRATOR}, {ORCHESTRATOR}),
+    "POSTGRES_PASSWORD": ({"postgres"}, {"postgres", ORCHESTRATOR}),
 }
-DATABASE_SERVICES = {"orchestrator"}  # the only ones given DATABASE_URL
+DATABASE_SERVICES = {ORCHESTRATOR}  # the only ones given DATABASE_URL
 # The orchestrator's peers: service -> the variable holding its URL.
 ORCHESTRATOR_PEERS = {"actor": "ACTOR_URL", "critic": "CRITIC_URL", "sandbox": "SANDBOX_URL"}
 EGRESS = "egress"  # the network for calling model providers
@@ -117,12 +144,42 @@ def load_yaml(path) -> Doc:
 
 
 def compose() -> Doc:
-    """A fresh copy of docker-compose.yml (YAML anchors and merge keys resolved)."""
-    return load_yaml(COMPOSE_FILE)
+    """A fresh copy of docker-compose.yml (YAML anchors and merge keys resolved). The JSON
+    round trip unshares what the anchors share: mutating one replica leaves the other alone."""
+    doc: Doc = json.loads(json.dumps(load_yaml(COMPOSE_FILE)))
+    return doc
 
 
 def services(doc: Doc) -> dict[str, Doc]:
     return doc.get("services") or {}
+
+
+def role(name: str) -> str:
+    """What a service is: ``orchestrator`` for each replica, else its own name."""
+    return ORCHESTRATOR if REPLICA_NAME.match(name) else name
+
+
+def replicas(doc: Doc) -> dict[str, Doc]:
+    """The orchestrator replicas, in order of their number."""
+    found = {name: s for name, s in services(doc).items() if REPLICA_NAME.match(name)}
+    return dict(sorted(found.items(), key=lambda item: int(item[0].rpartition("-")[2])))
+
+
+def published_ports(service: Doc) -> list[tuple[str | None, str, str]]:
+    """(host_ip, published default, target) of each published port."""
+    found = []
+    for port in service.get("ports") or []:
+        if isinstance(port, dict):
+            published = str(port.get("published", ""))
+            host_ip, target = port.get("host_ip"), str(port.get("target"))
+        else:
+            parts = str(port).split(":")
+            host_ip = parts[0] if len(parts) == 3 else None
+            published = parts[-2] if len(parts) >= 2 else ""
+            target = parts[-1].split("/")[0]
+        default = re.fullmatch(r"\$\{[A-Z0-9_]+:-(\d+)\}", published)
+        found.append((host_ip, default.group(1) if default else published, target))
+    return found
 
 
 def environment(service: Doc) -> dict[str, str | None]:
@@ -172,6 +229,24 @@ def volume_mounts(service: Doc) -> list[tuple[str, str | None, str]]:
         kind = "bind" if source.startswith(("/", ".", "~", "$")) else "volume"
         mounts.append((kind, source, target))
     return mounts
+
+
+def read_only_config_mount(service: Doc, mount: tuple[str, str | None, str]) -> bool:
+    """A bind mount the hardening allows: one file of ours from infra/, mounted read-only
+    (the proxy's nginx.conf). Anything else from the host (a directory, a writable file, a
+    path outside infra/) is refused."""
+    kind, source, target = mount
+    if kind != "bind" or not source or not source.startswith("./infra/") or ".." in source:
+        return False
+    if not (REPO / source).is_file():
+        return False
+    for volume in service.get("volumes") or []:
+        if isinstance(volume, dict):
+            if volume.get("source") == source and str(volume.get("target")) == target:
+                return volume.get("read_only") is True
+        elif str(volume).split(":")[:2] == [source, target]:
+            return str(volume).split(":")[2:3] == ["ro"]
+    return False
 
 
 def required(name: str, value: str | None) -> bool:
@@ -295,7 +370,7 @@ def build_problems(doc: Doc) -> list[str]:
         member = member_for_package(module)
         if member is None or not (package_dir(member, module) / "__init__.py").is_file():
             problems.append(f"{name}: runs python -m {module}, which no workspace member ships")
-        elif name != module:
+        elif role(name) != module:
             problems.append(f"{name}: builds the {module!r} service")
     return problems
 
@@ -314,7 +389,7 @@ def token_problems(doc: Doc) -> list[str]:
     for name, service in services(doc).items():
         value = environment(service).get("CROSSCHECK_SERVICE_TOKEN")
         if value is None:
-            if name in TOKEN_SERVICES:
+            if role(name) in TOKEN_SERVICES:
                 problems.append(f"{name}: no CROSSCHECK_SERVICE_TOKEN")
             continue
         if not REQUIRED_TOKEN.match(value):
@@ -351,9 +426,9 @@ def secret_problems(doc: Doc) -> list[str]:
     for name, service in services(doc).items():
         env = environment(service)
         for secret, (holders, _) in REQUIRED_SECRETS.items():
-            if secret not in env and name in holders:
+            if secret not in env and role(name) in holders:
                 problems.append(f"{name}: no {secret}")
-            if secret in env and name not in holders:
+            if secret in env and role(name) not in holders:
                 problems.append(f"{name}: is given {secret}")
         for key, value in env.items():
             if key in REQUIRED_SECRETS and not required(key, value):
@@ -361,7 +436,7 @@ def secret_problems(doc: Doc) -> list[str]:
             for secret, modifier in references(value):
                 if secret not in REQUIRED_SECRETS:
                     continue
-                if name not in REQUIRED_SECRETS[secret][1]:
+                if role(name) not in REQUIRED_SECRETS[secret][1]:
                     problems.append(f"{name}: {key} interpolates {secret}")
                 if not re.fullmatch(r":\?.+", modifier):
                     problems.append(
@@ -373,7 +448,8 @@ def secret_problems(doc: Doc) -> list[str]:
 
 def database_problems(doc: Doc) -> list[str]:
     """Postgres: official, internal-only, on a named volume, password-protected, probed over
-    TCP; only the orchestrator gets a DATABASE_URL, which points at it and waits for it."""
+    TCP; only the orchestrator replicas get a DATABASE_URL, which points at it and waits for
+    it."""
     postgres = services(doc).get("postgres")
     if postgres is None:
         return ["no postgres service"]
@@ -408,10 +484,10 @@ def database_problems(doc: Doc) -> list[str]:
     for name, service in services(doc).items():
         url = environment(service).get("DATABASE_URL")
         if url is None:
-            if name in DATABASE_SERVICES:
+            if role(name) in DATABASE_SERVICES:
                 problems.append(f"{name}: no DATABASE_URL")
             continue
-        if name not in DATABASE_SERVICES:
+        if role(name) not in DATABASE_SERVICES:
             problems.append(f"{name}: is given DATABASE_URL")
             continue
         match = DATABASE_URL.match(url)
@@ -434,34 +510,199 @@ def database_problems(doc: Doc) -> list[str]:
 
 
 def orchestrator_problems(doc: Doc) -> list[str]:
-    """The orchestrator reaches its peers by service name, waits for them, has an admin."""
-    orchestrator = services(doc).get("orchestrator")
-    if orchestrator is None:
-        return ["no orchestrator service"]
+    """Each replica reaches its peers by service name, waits for them, has an admin, and is
+    reached only through the proxy: on internal networks alone, publishing nothing."""
+    if not replicas(doc):
+        return ["no orchestrator replica (orchestrator-<n>)"]
     problems = []
-    env = environment(orchestrator)
     internal = internal_networks(doc)
-    for peer, variable in ORCHESTRATOR_PEERS.items():
-        peer_service = services(doc).get(peer) or {}
-        port = environment(peer_service).get(f"{peer.upper()}_PORT")
-        if env.get(variable) != f"http://{peer}:{port}":
+    for name, orchestrator in replicas(doc).items():
+        env = environment(orchestrator)
+        for peer, variable in ORCHESTRATOR_PEERS.items():
+            peer_service = services(doc).get(peer) or {}
+            port = environment(peer_service).get(f"{peer.upper()}_PORT")
+            if env.get(variable) != f"http://{peer}:{port}":
+                problems.append(
+                    f"{name}: {variable} is {env.get(variable)!r}, not http://{peer}:{port}"
+                )
+            if depends_on(orchestrator).get(peer) not in ("service_started", "service_healthy"):
+                problems.append(f"{name}: does not depend on {peer}")
+            if not attached_networks(orchestrator) & attached_networks(peer_service) & internal:
+                problems.append(f"{name}: shares no internal network with {peer}")
+        if not env.get("ORCHESTRATOR_EXECUTOR_ID"):
+            problems.append(f"{name}: no ORCHESTRATOR_EXECUTOR_ID (stable per replica)")
+        if "CROSSCHECK_ADMIN_TOKEN" not in env:
+            problems.append(f"{name}: no CROSSCHECK_ADMIN_TOKEN (nobody could mint tokens)")
+        if orchestrator.get("ports"):
+            problems.append(f"{name}: publishes ports (the API is reached through {PROXY})")
+        if outside := attached_networks(orchestrator) - internal:
+            problems.append(f"{name}: joins non-internal networks {sorted(outside)}")
+    return problems
+
+
+def _without_identity(service: Doc) -> Doc:
+    shared = copy.deepcopy(service)
+    env = shared.get("environment")
+    if isinstance(env, dict):
+        for key in REPLICA_IDENTITY:
+            env.pop(key, None)
+    return shared
+
+
+def _pinned_default(value: str | None) -> str | None:
+    """A literal, or ``${VAR:-default}``: the value it has unless the operator sets one."""
+    if value is None or not value.strip():
+        return None
+    match = re.fullmatch(r"\$\{[A-Z0-9_]+:-([^}]*)\}", value)
+    if match:
+        return match.group(1) or None
+    return None if "$" in value else value
+
+
+def _postgres_max_connections(doc: Doc) -> int:
+    command = (services(doc).get("postgres") or {}).get("command") or []
+    words = command.split() if isinstance(command, str) else [str(w) for w in command]
+    for word in words:
+        if word.startswith("max_connections="):
+            return int(word.partition("=")[2])
+    return POSTGRES_MAX_CONNECTIONS
+
+
+def _connections_per_replica(env: dict[str, str | None]) -> int:
+    """What one replica may hold open (orchestrator.settings: pool + overflow + DBOS + 2)."""
+    fields = OrchestratorSettings.model_fields
+    total = 2
+    for setting in ("db_pool_size", "db_max_overflow", "system_db_pool_size"):
+        value = env.get(f"ORCHESTRATOR_{setting.upper()}")
+        total += int(value) if value is not None else int(fields[setting].default)
+    return total
+
+
+def replica_problems(doc: Doc) -> list[str]:
+    """At least two replicas of one definition: each with its own stable executor id, all with
+    the same pinned application version and the same database, fitting its connections."""
+    found = replicas(doc)
+    if len(found) < 2:
+        return [f"{len(found)} orchestrator replica(s): nothing takes over when one dies"]
+    problems = []
+    ids: dict[str, str] = {}
+    for name, service in found.items():
+        env = environment(service)
+        executor = env.get("ORCHESTRATOR_EXECUTOR_ID") or ""
+        if not EXECUTOR_ID.fullmatch(executor):
             problems.append(
-                f"orchestrator: {variable} is {env.get(variable)!r}, not http://{peer}:{port}"
+                f"{name}: ORCHESTRATOR_EXECUTOR_ID {executor!r} is not a fixed, valid id "
+                "(it must stay the same across restarts of the replica)"
             )
-        if depends_on(orchestrator).get(peer) not in ("service_started", "service_healthy"):
-            problems.append(f"orchestrator: does not depend on {peer}")
-        if not attached_networks(orchestrator) & attached_networks(peer_service) & internal:
-            problems.append(f"orchestrator: shares no internal network with {peer}")
-    if not env.get("ORCHESTRATOR_EXECUTOR_ID"):
-        problems.append("orchestrator: no ORCHESTRATOR_EXECUTOR_ID (stable per replica)")
-    if "CROSSCHECK_ADMIN_TOKEN" not in env:
-        problems.append("orchestrator: no CROSSCHECK_ADMIN_TOKEN (nobody could mint tokens)")
+        if executor in ids:
+            problems.append(
+                f"{name}: ORCHESTRATOR_EXECUTOR_ID {executor!r} is {ids[executor]}'s too"
+            )
+        ids[executor] = name
+        port = env.get("ORCHESTRATOR_PORT")
+        advertised = env.get("ORCHESTRATOR_ADVERTISE_URL")
+        if advertised is not None and advertised != f"http://{name}:{port}":
+            problems.append(f"{name}: ORCHESTRATOR_ADVERTISE_URL {advertised!r} is another's")
+        if _pinned_default(env.get("ORCHESTRATOR_APPLICATION_VERSION")) is None:
+            problems.append(
+                f"{name}: ORCHESTRATOR_APPLICATION_VERSION is not pinned (pending runs are "
+                "recovered only by the same version)"
+            )
+    first_name, first = next(iter(found.items()))
+    for key in ("ORCHESTRATOR_APPLICATION_VERSION", "DATABASE_URL"):
+        values = {name: environment(service).get(key) for name, service in found.items()}
+        if len(set(values.values())) != 1:
+            problems.append(f"the replicas differ in {key}: {values}")
+    reference = _without_identity(first)
+    for name, service in list(found.items())[1:]:
+        other = _without_identity(service)
+        for key in sorted(set(reference) | set(other)):
+            if reference.get(key) != other.get(key):
+                problems.append(f"{name}: {key} differs from {first_name}'s (one anchor for all)")
+    needed = sum(_connections_per_replica(environment(s)) for s in found.values())
+    available = _postgres_max_connections(doc)
+    if needed > available:
+        problems.append(
+            f"the replicas may open {needed} Postgres connections, max_connections is {available}"
+        )
+    return problems
+
+
+def _proxy_config(doc: Doc) -> tuple[_nginx.Config | None, list[str]]:
+    """The proxy's nginx.conf, read from the file its service mounts."""
+    proxy = services(doc).get(PROXY) or {}
+    mounts = [m for m in volume_mounts(proxy) if m[2] == NGINX_CONF_TARGET]
+    if len(mounts) != 1:
+        return None, [f"{PROXY}: no config mounted on {NGINX_CONF_TARGET}"]
+    mount = mounts[0]
+    if not read_only_config_mount(proxy, mount):
+        return None, [f"{PROXY}: {mount[1]!r} is not a read-only bind of a file in infra/"]
+    try:
+        return _nginx.parse((REPO / str(mount[1])).read_text()), []
+    except ValueError as exc:
+        return None, [f"{PROXY}: {mount[1]}: {exc}"]
+
+
+def proxy_problems(doc: Doc) -> list[str]:
+    """The reverse proxy: the only way in to the API, in front of every replica."""
+    proxy = services(doc).get(PROXY)
+    if proxy is None:
+        return [f"no {PROXY} service"]
+    config, problems = _proxy_config(doc)
+    if config is None:
+        return problems
+    listen = _nginx.listen_port(config)
+    targets = {
+        name: int(environment(service).get("ORCHESTRATOR_PORT") or 0)
+        for name, service in replicas(doc).items()
+    }
+    problems += [
+        f"{PROXY}: nginx.conf: {p}" for p in _nginx.config_problems(config, replicas=targets)
+    ]
+    ports = published_ports(proxy)
+    if [(host_ip, published) for host_ip, published, _ in ports] != [("127.0.0.1", API_PORT)]:
+        problems.append(f"{PROXY}: does not publish the API on 127.0.0.1:{API_PORT} ({ports})")
+    for _, _, target in ports:
+        if target != str(listen):
+            problems.append(f"{PROXY}: publishes {target}, nginx listens on {listen}")
+    for name, service in services(doc).items():
+        if name != PROXY and any(
+            published == API_PORT for _, published, _ in published_ports(service)
+        ):
+            problems.append(f"{name}: publishes {API_PORT}, the API's port (the proxy's alone)")
+    probe = [str(word) for word in (proxy.get("healthcheck") or {}).get("test") or []]
+    urls = [w for w in probe if w.startswith("http://")]
+    if urls != [f"http://127.0.0.1:{listen}/healthz"]:
+        problems.append(f"{PROXY}: healthcheck {probe} does not fetch /healthz through nginx")
+    if "--spider" in probe:
+        problems.append(f"{PROXY}: wget --spider may send HEAD, which /healthz does not answer")
+    if str(proxy.get("user", "")).split(":")[0] != NGINX_UID:
+        problems.append(
+            f"{PROXY}: user {proxy.get('user')!r} is not the image's nginx ({NGINX_UID})"
+        )
+    tmpfs = proxy.get("tmpfs") or []
+    tmpfs = [tmpfs] if isinstance(tmpfs, str) else tmpfs
+    if not any(t == "/tmp" or t.startswith("/tmp:") for t in tmpfs):
+        problems.append(f"{PROXY}: no tmpfs on /tmp (its pid and temporary files live there)")
+    internal = internal_networks(doc)
+    for name, service in replicas(doc).items():
+        if depends_on(proxy).get(name) not in ("service_started", "service_healthy"):
+            problems.append(f"{PROXY}: does not depend on {name}")
+        if not attached_networks(proxy) & attached_networks(service) & internal:
+            problems.append(f"{PROXY}: shares no internal network with {name}")
+    for key in ("entrypoint", "command"):
+        if key in proxy:
+            problems.append(f"{PROXY}: overrides the image's {key}")
+    if secrets := sorted(
+        k for k in environment(proxy) if SECRET_NAME.search(k) or k == "DATABASE_URL"
+    ):
+        problems.append(f"{PROXY}: is given {secrets}")
     return problems
 
 
 def console_problems(doc: Doc) -> list[str]:
     """The reviewer console: the image's (= the launcher's) command line on the launcher's port
-    and health path, pointed at the orchestrator it waits for, holding no secret."""
+    and health path, pointed at the API's proxy it waits for, holding no secret."""
     console = services(doc).get("console")
     if console is None:
         return ["no console service"]
@@ -480,14 +721,18 @@ def console_problems(doc: Doc) -> list[str]:
     for key in ("entrypoint", "command"):
         if key in console:
             problems.append(f"console: overrides the image's {key} (the launcher's command line)")
-    orchestrator = services(doc).get("orchestrator") or {}
-    api = f"http://orchestrator:{environment(orchestrator).get('ORCHESTRATOR_PORT')}"
+    # The API through the proxy, never one replica directly.
+    proxy = services(doc).get(PROXY) or {}
+    config, _ = _proxy_config(doc)
+    api = f"http://{PROXY}:{_nginx.listen_port(config) if config else None}"
     if env.get("CROSSCHECK_URL") != api:
         problems.append(f"console: CROSSCHECK_URL is {env.get('CROSSCHECK_URL')!r}, not {api}")
-    if depends_on(console).get("orchestrator") != "service_healthy":
-        problems.append("console: does not wait for the orchestrator to be healthy")
-    if not attached_networks(console) & attached_networks(orchestrator) & internal_networks(doc):
-        problems.append("console: shares no internal network with the orchestrator")
+    if depends_on(console).get(PROXY) != "service_healthy":
+        problems.append("console: does not wait for the proxy to be healthy")
+    if bypass := sorted(set(depends_on(console)) & set(replicas(doc))):
+        problems.append(f"console: depends on {bypass} directly, not on the proxy")
+    if not attached_networks(console) & attached_networks(proxy) & internal_networks(doc):
+        problems.append("console: shares no internal network with the proxy")
     if secrets := sorted(k for k in env if SECRET_NAME.search(k) or k == "DATABASE_URL"):
         problems.append(f"console: is given {secrets} (reviewers log in with their own token)")
     if not console.get("ports"):
@@ -570,8 +815,9 @@ def hardening_problems(doc: Doc) -> list[str]:
         for volume in service.get("volumes") or []:
             if "docker.sock" in json.dumps(volume):
                 problems.append(f"{name}: mounts the Docker socket")
-        for kind, source, target in volume_mounts(service):
-            if kind != "volume":
+        for mount in volume_mounts(service):
+            kind, source, target = mount
+            if kind != "volume" and not read_only_config_mount(service, mount):
                 problems.append(f"{name}: mounts {kind} {source!r} on {target}")
         if service.get("use_api_socket"):
             problems.append(f"{name}: is given the Docker API socket")
@@ -629,6 +875,8 @@ ALL_CHECKS: tuple[Callable[[Doc], list[str]], ...] = (
     provider_problems,
     database_problems,
     orchestrator_problems,
+    replica_problems,
+    proxy_problems,
     console_problems,
     port_problems,
     listen_problems,
@@ -664,10 +912,13 @@ def _set(path: str, value: Any) -> Callable[[Doc], None]:
     *parents, last = path.split(".")
 
     def mutate(doc: Doc) -> None:
-        node = doc
+        node: Any = doc
         for key in parents:
-            node = node.setdefault(key, {})
-        node[last] = value
+            node = node[int(key)] if isinstance(node, list) else node.setdefault(key, {})
+        if isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
 
     return mutate
 
@@ -676,10 +927,10 @@ def _delete(path: str) -> Callable[[Doc], None]:
     *parents, last = path.split(".")
 
     def mutate(doc: Doc) -> None:
-        node = doc
+        node: Any = doc
         for key in parents:
-            node = node[key]
-        del node[last]
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        del node[int(last) if isinstance(node, list) else last]
 
     return mutate
 
@@ -792,65 +1043,104 @@ BROKEN: dict[str, tuple[Callable[[Doc], None], Callable[[Doc], list[str]]]] = {
     "sandbox no init": (_delete("services.sandbox.init"), sandbox_problems),
     # the orchestrator and its database
     "orchestrator gets a key": (
-        _env("orchestrator", "ANTHROPIC_API_KEY", "${ANTHROPIC_API_KEY:-}"),
+        _env("orchestrator-2", "ANTHROPIC_API_KEY", "${ANTHROPIC_API_KEY:-}"),
         provider_problems,
     ),
     "orchestrator gets a base url": (
-        _env("orchestrator", "OPENAI_BASE_URL", "${OPENAI_BASE_URL:-}"),
+        _env("orchestrator-1", "OPENAI_BASE_URL", "${OPENAI_BASE_URL:-}"),
         provider_problems,
     ),
-    "orchestrator env_file": (_set("services.orchestrator.env_file", [".env"]), provider_problems),
+    "orchestrator env_file": (
+        _set("services.orchestrator-1.env_file", [".env"]),
+        provider_problems,
+    ),
     "postgres gets a key": (
         _env("postgres", "OPENAI_API_KEY", "${OPENAI_API_KEY:-}"),
         provider_problems,
     ),
     "orchestrator wrong target": (
-        _set("services.orchestrator.build.target", "actor"),
+        _set("services.orchestrator-2.build.target", "actor"),
         build_problems,
     ),
     "orchestrator no token": (
-        _delete("services.orchestrator.environment.CROSSCHECK_SERVICE_TOKEN"),
+        _delete("services.orchestrator-1.environment.CROSSCHECK_SERVICE_TOKEN"),
         token_problems,
     ),
     "orchestrator on egress": (
-        _set("services.orchestrator.networks", ["internal", "edge", "egress"]),
+        _set("services.orchestrator-2.networks", ["internal", "egress"]),
         network_problems,
     ),
-    "orchestrator publishes from internal only": (
-        _set("services.orchestrator.networks", ["internal"]),
+    "orchestrator on egress (replica)": (
+        _set("services.orchestrator-1.networks", ["internal", "egress"]),
+        orchestrator_problems,
+    ),
+    "orchestrator on edge": (
+        _set("services.orchestrator-2.networks", ["internal", "edge"]),
+        orchestrator_problems,
+    ),
+    "proxy publishes from internal only": (
+        _set("services.proxy.networks", ["internal"]),
         network_problems,
     ),
-    "orchestrator port on all interfaces": (
-        _set("services.orchestrator.ports", ["8000:8000"]),
+    "proxy on egress": (
+        _set("services.proxy.networks", ["internal", "edge", "egress"]),
+        network_problems,
+    ),
+    "proxy port on all interfaces": (_set("services.proxy.ports", ["8000:8080"]), port_problems),
+    "proxy port on 0.0.0.0": (
+        _set("services.proxy.ports", [{"target": 8080, "published": "8000", "host_ip": "0.0.0.0"}]),
         port_problems,
     ),
+    "orchestrator publishes its port again": (
+        _set(
+            "services.orchestrator-1.ports",
+            [
+                {
+                    "target": 8000,
+                    "published": "${ORCHESTRATOR_PUBLISHED_PORT:-8000}",
+                    "host_ip": "127.0.0.1",
+                }
+            ],
+        ),
+        orchestrator_problems,
+    ),
+    "orchestrator publishes the API port (proxy)": (
+        _set("services.orchestrator-2.ports", ["127.0.0.1:8000:8000"]),
+        proxy_problems,
+    ),
+    "orchestrator publishes another port": (
+        _set("services.orchestrator-2.ports", ["127.0.0.1:8010:8000"]),
+        orchestrator_problems,
+    ),
     "orchestrator listens on loopback": (
-        _env("orchestrator", "ORCHESTRATOR_HOST", "127.0.0.1"),
+        _env("orchestrator-2", "ORCHESTRATOR_HOST", "127.0.0.1"),
         listen_problems,
     ),
     "orchestrator healthcheck on another port": (
         _set(
-            "services.orchestrator.healthcheck.test",
+            "services.orchestrator-1.healthcheck.test",
             ["CMD", "python", HEALTHCHECK_SCRIPT, "ACTOR_PORT"],
         ),
         healthcheck_problems,
     ),
     "no admin token": (
-        _delete("services.orchestrator.environment.CROSSCHECK_ADMIN_TOKEN"),
+        _delete("services.orchestrator-2.environment.CROSSCHECK_ADMIN_TOKEN"),
         orchestrator_problems,
     ),
     "no admin token (secrets)": (
-        _delete("services.orchestrator.environment.CROSSCHECK_ADMIN_TOKEN"),
+        _delete("services.orchestrator-1.environment.CROSSCHECK_ADMIN_TOKEN"),
         secret_problems,
     ),
     "defaulted admin token": (
         _env(
-            "orchestrator", "CROSSCHECK_ADMIN_TOKEN", "${CROSSCHECK_ADMIN_TOKEN:-0123456789abcdef}"
+            "orchestrator-1",
+            "CROSSCHECK_ADMIN_TOKEN",
+            "${CROSSCHECK_ADMIN_TOKEN:-0123456789abcdef}",
         ),
         secret_problems,
     ),
     "literal admin token": (
-        _env("orchestrator", "CROSSCHECK_ADMIN_TOKEN", "0123456789abcdef0123"),
+        _env("orchestrator-2", "CROSSCHECK_ADMIN_TOKEN", "0123456789abcdef0123"),
         secret_problems,
     ),
     "admin token elsewhere": (
@@ -871,14 +1161,16 @@ BROKEN: dict[str, tuple[Callable[[Doc], None], Callable[[Doc], list[str]]]] = {
     ),
     "optional password in the url": (
         _env(
-            "orchestrator",
+            "orchestrator-1",
             "DATABASE_URL",
             "postgresql://crosscheck:${POSTGRES_PASSWORD}@postgres:5432/crosscheck",
         ),
         secret_problems,
     ),
     "literal password in the url": (
-        _env("orchestrator", "DATABASE_URL", "postgresql://crosscheck:pw@postgres:5432/crosscheck"),
+        _env(
+            "orchestrator-2", "DATABASE_URL", "postgresql://crosscheck:pw@postgres:5432/crosscheck"
+        ),
         database_problems,
     ),
     "postgres password elsewhere": (
@@ -886,11 +1178,11 @@ BROKEN: dict[str, tuple[Callable[[Doc], None], Callable[[Doc], list[str]]]] = {
         secret_problems,
     ),
     "no database url": (
-        _delete("services.orchestrator.environment.DATABASE_URL"),
+        _delete("services.orchestrator-2.environment.DATABASE_URL"),
         database_problems,
     ),
     "sqlite in the container": (
-        _env("orchestrator", "DATABASE_URL", "sqlite:///var/crosscheck.sqlite"),
+        _env("orchestrator-1", "DATABASE_URL", "sqlite:///var/crosscheck.sqlite"),
         database_problems,
     ),
     "database url elsewhere": (
@@ -903,7 +1195,7 @@ BROKEN: dict[str, tuple[Callable[[Doc], None], Callable[[Doc], list[str]]]] = {
     ),
     "database on localhost": (
         _env(
-            "orchestrator",
+            "orchestrator-2",
             "DATABASE_URL",
             "postgresql://crosscheck:${POSTGRES_PASSWORD:?x}@localhost:5432/crosscheck",
         ),
@@ -912,11 +1204,11 @@ BROKEN: dict[str, tuple[Callable[[Doc], None], Callable[[Doc], list[str]]]] = {
     "database user mismatch": (_env("postgres", "POSTGRES_USER", "postgres"), database_problems),
     "database name mismatch": (_env("postgres", "POSTGRES_DB", "app"), database_problems),
     "orchestrator does not wait for postgres": (
-        _delete("services.orchestrator.depends_on.postgres"),
+        _delete("services.orchestrator-1.depends_on.postgres"),
         database_problems,
     ),
     "orchestrator waits only for postgres to start": (
-        _set("services.orchestrator.depends_on.postgres.condition", "service_started"),
+        _set("services.orchestrator-2.depends_on.postgres.condition", "service_started"),
         database_problems,
     ),
     "postgres published": (
@@ -980,25 +1272,205 @@ BROKEN: dict[str, tuple[Callable[[Doc], None], Callable[[Doc], list[str]]]] = {
         service_set_problems,
     ),
     "orchestrator peer on loopback": (
-        _env("orchestrator", "SANDBOX_URL", "http://127.0.0.1:8003"),
+        _env("orchestrator-1", "SANDBOX_URL", "http://127.0.0.1:8003"),
         orchestrator_problems,
     ),
     "orchestrator peer on the wrong port": (
-        _env("orchestrator", "CRITIC_URL", "http://critic:8001"),
+        _env("orchestrator-2", "CRITIC_URL", "http://critic:8001"),
         orchestrator_problems,
     ),
     "orchestrator does not wait for a peer": (
-        _delete("services.orchestrator.depends_on.actor"),
+        _delete("services.orchestrator-1.depends_on.actor"),
         orchestrator_problems,
     ),
     "orchestrator no executor id": (
-        _delete("services.orchestrator.environment.ORCHESTRATOR_EXECUTOR_ID"),
+        _delete("services.orchestrator-2.environment.ORCHESTRATOR_EXECUTOR_ID"),
         orchestrator_problems,
     ),
     "orchestrator not on the sandbox's network": (
-        _set("services.orchestrator.networks", ["edge"]),
+        _set("services.orchestrator-1.networks", ["edge"]),
         orchestrator_problems,
     ),
+    # the replicas
+    "one replica": (_delete("services.orchestrator-2"), replica_problems),
+    "one replica (services)": (_delete("services.orchestrator-2"), service_set_problems),
+    "no replica": (
+        lambda doc: [doc["services"].pop(name) for name in REPLICAS],
+        orchestrator_problems,
+    ),
+    "replicas share an executor id": (
+        _env("orchestrator-2", "ORCHESTRATOR_EXECUTOR_ID", "replica-1"),
+        replica_problems,
+    ),
+    "executor id from the environment": (
+        _env("orchestrator-1", "ORCHESTRATOR_EXECUTOR_ID", "${HOSTNAME}"),
+        replica_problems,
+    ),
+    "executor id the settings refuse": (
+        _env("orchestrator-2", "ORCHESTRATOR_EXECUTOR_ID", "replica 2"),
+        replica_problems,
+    ),
+    "replicas on different versions": (
+        _env("orchestrator-2", "ORCHESTRATOR_APPLICATION_VERSION", "crosscheck-2"),
+        replica_problems,
+    ),
+    "application version not pinned": (
+        _env(
+            "orchestrator-1",
+            "ORCHESTRATOR_APPLICATION_VERSION",
+            "${ORCHESTRATOR_APPLICATION_VERSION:-}",
+        ),
+        replica_problems,
+    ),
+    "replicas on different databases": (
+        _env(
+            "orchestrator-2",
+            "DATABASE_URL",
+            "postgresql://crosscheck:${POSTGRES_PASSWORD:?x}@postgres:5432/crosscheck2",
+        ),
+        replica_problems,
+    ),
+    "replica advertises the other's address": (
+        _env("orchestrator-2", "ORCHESTRATOR_ADVERTISE_URL", "http://orchestrator-1:8000"),
+        replica_problems,
+    ),
+    "replicas drift apart": (_set("services.orchestrator-2.mem_limit", "2g"), replica_problems),
+    "replica's environment drifts": (
+        _env("orchestrator-1", "ORCHESTRATOR_REVIEW_SWEEP_S", "5"),
+        replica_problems,
+    ),
+    "replicas exhaust postgres connections": (
+        _env("orchestrator-1", "ORCHESTRATOR_DB_MAX_OVERFLOW", "100"),
+        replica_problems,
+    ),
+    "replicas at the default pool sizes": (
+        lambda doc: [
+            doc["services"][name]["environment"].pop(f"ORCHESTRATOR_{key}")
+            for name in REPLICAS
+            for key in ("DB_POOL_SIZE", "DB_MAX_OVERFLOW", "SYSTEM_DB_POOL_SIZE")
+        ],
+        replica_problems,
+    ),
+    "a third replica with the second's executor id": (
+        lambda doc: doc["services"].__setitem__(
+            "orchestrator-3", copy.deepcopy(doc["services"]["orchestrator-2"])
+        ),
+        replica_problems,
+    ),
+    "a third replica the proxy does not know": (
+        lambda doc: doc["services"].__setitem__(
+            "orchestrator-3",
+            {
+                **copy.deepcopy(doc["services"]["orchestrator-2"]),
+                "environment": {
+                    **doc["services"]["orchestrator-2"]["environment"],
+                    "ORCHESTRATOR_EXECUTOR_ID": "replica-3",
+                    "ORCHESTRATOR_ADVERTISE_URL": "http://orchestrator-3:8000",
+                },
+            },
+        ),
+        proxy_problems,
+    ),
+    "a replica on another port than the proxy's upstream": (
+        _env("orchestrator-2", "ORCHESTRATOR_PORT", "8010"),
+        proxy_problems,
+    ),
+    # the reverse proxy
+    "no proxy": (_delete("services.proxy"), service_set_problems),
+    "no proxy (proxy)": (_delete("services.proxy"), proxy_problems),
+    "proxy latest": (_set("services.proxy.image", "nginx:latest"), build_problems),
+    "proxy untagged": (_set("services.proxy.image", "nginx"), build_problems),
+    "proxy on debian": (_set("services.proxy.image", "nginx:1.28"), build_problems),
+    "proxy before upstream resolve": (
+        _set("services.proxy.image", "nginx:1.26-alpine"),
+        build_problems,
+    ),
+    "proxy lookalike": (_set("services.proxy.image", "bitnami/nginx:1.28"), build_problems),
+    "proxy built here": (
+        _set("services.proxy.build", {"context": ".", "dockerfile": "nginx.Dockerfile"}),
+        build_problems,
+    ),
+    "proxy no healthcheck": (_delete("services.proxy.healthcheck"), healthcheck_problems),
+    "proxy probed with curl": (
+        _set(
+            "services.proxy.healthcheck.test",
+            ["CMD", "curl", "-f", "http://127.0.0.1:8080/healthz"],
+        ),
+        healthcheck_problems,
+    ),
+    "proxy probed on another port": (
+        _set(
+            "services.proxy.healthcheck.test",
+            ["CMD", "wget", "-q", "-O", "/dev/null", "http://127.0.0.1:80/healthz"],
+        ),
+        proxy_problems,
+    ),
+    "proxy probed with HEAD": (
+        _set(
+            "services.proxy.healthcheck.test",
+            ["CMD", "wget", "-q", "--spider", "http://127.0.0.1:8080/healthz"],
+        ),
+        proxy_problems,
+    ),
+    "proxy no restart": (_delete("services.proxy.restart"), restart_problems),
+    "proxy as root": (_set("services.proxy.user", "0:0"), hardening_problems),
+    "proxy without user": (_delete("services.proxy.user"), hardening_problems),
+    "proxy as another uid": (_set("services.proxy.user", "10001:10001"), proxy_problems),
+    "proxy writable root": (_set("services.proxy.read_only", False), hardening_problems),
+    "proxy with capabilities": (
+        _set("services.proxy.cap_add", ["NET_BIND_SERVICE"]),
+        hardening_problems,
+    ),
+    "proxy new privileges": (_set("services.proxy.security_opt", []), hardening_problems),
+    "proxy no tmpfs": (_delete("services.proxy.tmpfs"), proxy_problems),
+    "proxy config writable": (
+        _set("services.proxy.volumes.0.read_only", False),
+        hardening_problems,
+    ),
+    "proxy config writable (proxy)": (
+        _set("services.proxy.volumes", ["./infra/proxy/nginx.conf:/etc/nginx/nginx.conf"]),
+        proxy_problems,
+    ),
+    "proxy mounts a directory": (
+        _set("services.proxy.volumes", ["./infra/proxy:/etc/nginx/conf.d:ro"]),
+        hardening_problems,
+    ),
+    "proxy mounts the repository": (
+        _set("services.proxy.volumes", ["./:/srv:ro"]),
+        hardening_problems,
+    ),
+    "proxy config that does not exist": (
+        _set("services.proxy.volumes.0.source", "./infra/proxy/nginx.cnf"),
+        proxy_problems,
+    ),
+    "proxy config mounted elsewhere": (
+        _set("services.proxy.volumes.0.target", "/etc/nginx/conf.d/default.conf"),
+        proxy_problems,
+    ),
+    "proxy publishes another port": (
+        _set("services.proxy.ports", ["127.0.0.1:8000:80"]),
+        proxy_problems,
+    ),
+    "proxy publishes the API elsewhere": (
+        _set("services.proxy.ports", ["127.0.0.1:8080:8080"]),
+        proxy_problems,
+    ),
+    "proxy unpublished": (_delete("services.proxy.ports"), proxy_problems),
+    "proxy does not depend on a replica": (
+        _delete("services.proxy.depends_on.orchestrator-2"),
+        proxy_problems,
+    ),
+    "proxy off the replicas' network": (_set("services.proxy.networks", ["edge"]), proxy_problems),
+    "proxy command override": (
+        _set("services.proxy.command", ["nginx", "-c", "/tmp/x.conf"]),
+        proxy_problems,
+    ),
+    "proxy gets the admin token": (
+        _env("proxy", "CROSSCHECK_ADMIN_TOKEN", "${CROSSCHECK_ADMIN_TOKEN:?set it}"),
+        secret_problems,
+    ),
+    "proxy gets a key": (_env("proxy", "OPENAI_API_KEY", "${OPENAI_API_KEY:-}"), provider_problems),
+    "proxy only in a profile": (_set("services.proxy.profiles", ["api"]), service_set_problems),
     "demo service always on": (_delete("services.fakemodel.profiles"), service_set_problems),
     # the reviewer console
     "no console": (_delete("services.console"), service_set_problems),
@@ -1051,18 +1523,30 @@ BROKEN: dict[str, tuple[Callable[[Doc], None], Callable[[Doc], list[str]]]] = {
         console_problems,
     ),
     "console api on the wrong port": (
-        _env("console", "CROSSCHECK_URL", "http://orchestrator:8001"),
+        _env("console", "CROSSCHECK_URL", "http://proxy:8000"),
         console_problems,
     ),
-    "console does not wait for the orchestrator": (
+    "console api on one replica": (
+        _env("console", "CROSSCHECK_URL", "http://orchestrator-1:8000"),
+        console_problems,
+    ),
+    "console waits for one replica instead of the proxy": (
+        _set("services.console.depends_on", {"orchestrator-1": {"condition": "service_healthy"}}),
+        console_problems,
+    ),
+    "console waits for a replica too": (
+        _set("services.console.depends_on.orchestrator-2", {"condition": "service_healthy"}),
+        console_problems,
+    ),
+    "console does not wait for the proxy": (
         _delete("services.console.depends_on"),
         console_problems,
     ),
-    "console waits only for the orchestrator to start": (
-        _set("services.console.depends_on.orchestrator.condition", "service_started"),
+    "console waits only for the proxy to start": (
+        _set("services.console.depends_on.proxy.condition", "service_started"),
         console_problems,
     ),
-    "console off the orchestrator's internal network": (
+    "console off the proxy's internal network": (
         _set("services.console.networks", ["edge"]),
         console_problems,
     ),
@@ -1115,6 +1599,86 @@ def test_a_broken_compose_file_is_caught(name: str):
     assert check(doc) == [], "the check fails on the real file already"
     mutate(doc)
     assert check(doc) != [], name
+
+
+# What each replica must keep on its own: breaking it on any one replica is caught.
+PER_REPLICA: dict[
+    str, tuple[Callable[[str], Callable[[Doc], None]], Callable[[Doc], list[str]]]
+] = {
+    "no service token": (
+        lambda r: _delete(f"services.{r}.environment.CROSSCHECK_SERVICE_TOKEN"),
+        token_problems,
+    ),
+    "no admin token": (
+        lambda r: _delete(f"services.{r}.environment.CROSSCHECK_ADMIN_TOKEN"),
+        orchestrator_problems,
+    ),
+    "no database": (lambda r: _delete(f"services.{r}.environment.DATABASE_URL"), database_problems),
+    "database on localhost": (
+        lambda r: _env(
+            r,
+            "DATABASE_URL",
+            "postgresql://crosscheck:${POSTGRES_PASSWORD:?x}@localhost:5432/crosscheck",
+        ),
+        database_problems,
+    ),
+    "does not wait for postgres": (
+        lambda r: _delete(f"services.{r}.depends_on.postgres"),
+        database_problems,
+    ),
+    "peer on loopback": (
+        lambda r: _env(r, "ACTOR_URL", "http://127.0.0.1:8001"),
+        orchestrator_problems,
+    ),
+    "no executor id": (
+        lambda r: _delete(f"services.{r}.environment.ORCHESTRATOR_EXECUTOR_ID"),
+        orchestrator_problems,
+    ),
+    "listens on loopback": (lambda r: _env(r, "ORCHESTRATOR_HOST", "127.0.0.1"), listen_problems),
+    "no healthcheck": (lambda r: _delete(f"services.{r}.healthcheck"), healthcheck_problems),
+    "no restart": (lambda r: _delete(f"services.{r}.restart"), restart_problems),
+    "as root": (lambda r: _set(f"services.{r}.user", "0:0"), hardening_problems),
+    "writable root": (lambda r: _set(f"services.{r}.read_only", False), hardening_problems),
+    "published": (
+        lambda r: _set(f"services.{r}.ports", ["127.0.0.1:8010:8000"]),
+        orchestrator_problems,
+    ),
+    "on edge": (
+        lambda r: _set(f"services.{r}.networks", ["internal", "edge"]),
+        orchestrator_problems,
+    ),
+    "gets a key": (lambda r: _env(r, "OPENAI_API_KEY", "${OPENAI_API_KEY:-}"), provider_problems),
+    "wrong target": (lambda r: _set(f"services.{r}.build.target", "sandbox"), build_problems),
+}
+
+
+@pytest.mark.parametrize("replica", REPLICAS)
+@pytest.mark.parametrize("name", sorted(PER_REPLICA))
+def test_each_replica_keeps_the_orchestrators_guarantees(name: str, replica: str):
+    mutate, check = PER_REPLICA[name]
+    doc = compose()
+    assert check(doc) == []
+    mutate(replica)(doc)
+    problems = check(doc)
+    assert problems != [], (name, replica)
+    assert all(p.startswith(f"{replica}:") for p in problems), problems
+
+
+def test_the_replicas_are_one_definition_in_the_file():
+    """One YAML anchor: the replicas' services say nothing but their identity themselves."""
+    raw = yaml.compose(COMPOSE_FILE.read_text())
+    assert isinstance(raw, yaml.MappingNode)
+    top = {key.value: value for key, value in raw.value}
+    found = {
+        key.value: value for key, value in top["services"].value if REPLICA_NAME.match(key.value)
+    }
+    assert sorted(found) == list(REPLICAS)
+    for name, node in found.items():
+        keys = [key.value for key, _ in node.value]
+        assert keys == ["<<", "environment"], (name, keys)
+        env = dict(node.value)[next(k for k, _ in node.value if k.value == "environment")]
+        own = [key.value for key, _ in env.value if key.value != "<<"]
+        assert sorted(own) == sorted(REPLICA_IDENTITY), (name, own)
 
 
 # -------------------------------------------------------------------- the demo override
