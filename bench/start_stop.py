@@ -5,8 +5,8 @@ Each cycle starts the command (``make run`` by default) in its own process group
 until every service is healthy, records every process of the tree (the services, the
 sandbox's bubblewrap workers, Streamlit), then stops it the way a terminal or a process
 manager does: SIGTERM to the process group, SIGINT to the group (Ctrl-C), or two SIGTERMs
-a second apart (an impatient operator: the second skips the grace period). It prints the start and stop time of each cycle and what
-was left behind, and exits 1 if anything was.
+a second apart (an impatient operator: the second skips the grace period). It prints the
+start and stop time of each cycle and what was left behind, and exits 1 if anything was.
 
   uv run python -m bench.start_stop --cycles 20
   uv run python -m bench.start_stop --cycles 2 --command "crosscheck up --no-console"

@@ -19,6 +19,9 @@ ldconfig -p 2>/dev/null | grep -q 'libseccomp.so.2' || missing+=(libseccomp2)
 # chromium (dev only): the browser test drives Debian's build through the playwright package
 # (never `playwright install`).
 if ((DEV)) && [ ! -x /usr/bin/chromium ]; then missing+=(chromium); fi
+# nginx (dev only): tests/infra/test_proxy.py runs the compose proxy's nginx.conf with it
+# (`nginx -t`, and a local nginx in front of stand-in replicas); nothing else uses it.
+if ((DEV)) && [ ! -x /usr/sbin/nginx ]; then missing+=(nginx); fi
 if ((${#missing[@]})); then
   if command -v apt-get >/dev/null 2>&1 && [[ $(id -u) -eq 0 ]]; then
     log "installing system packages: ${missing[*]}"
@@ -47,6 +50,7 @@ log "syncing the Python environment (.venv) from uv.lock"
 if ((DEV)); then
   uv sync --frozen --all-packages --all-extras --quiet
 else
-  uv sync --frozen --all-packages --all-extras --no-dev --quiet
+  # --inexact: no dev tool is installed, and one already there (from `make test`) stays
+  uv sync --frozen --all-packages --all-extras --no-dev --inexact --quiet
 fi
 log "ready"

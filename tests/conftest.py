@@ -18,6 +18,7 @@ ISOLATED_PREFIXES = (
     "ACTOR_URL",
     "CRITIC_URL",
     "SANDBOX_URL",
+    "REDIS_URL",
 )
 
 # Kept: where the test servers are (`make test` sets them; see tests/support/databases.py).
@@ -27,10 +28,13 @@ SERVICE_TOKEN = "test-service-token-0123456789"
 
 
 @pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch):
+def _clean_environment(monkeypatch, tmp_path):
     for name in list(os.environ):
         if name.startswith(ISOLATED_PREFIXES) and name not in TEST_SERVER_VARIABLES:
             monkeypatch.delenv(name)
+    # the Actor's and Critic's replay files: per test, never var/ of the checkout
+    monkeypatch.setenv("ACTOR_REPLAY_DB", str(tmp_path / "replays" / "actor.sqlite"))
+    monkeypatch.setenv("CRITIC_REPLAY_DB", str(tmp_path / "replays" / "critic.sqlite"))
 
 
 @pytest.fixture(scope="session")

@@ -157,7 +157,7 @@ class TestHealing:
             "crasher", "-", "CRASHER_", free_port(), "exits", script="raise SystemExit(3)"
         )
         running = sup.start(crasher)
-        delays = []
+        delays: list[float] = []
         deadline = time.monotonic() + 15
         while len(delays) < 3 and time.monotonic() < deadline:
             before = running.restart_at

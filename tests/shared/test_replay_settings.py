@@ -17,7 +17,9 @@ def _token(monkeypatch):
     monkeypatch.delenv("REDIS_URL", raising=False)
 
 
-def test_defaults_are_a_sqlite_file_per_service_six_hours_and_ten_thousand_entries():
+def test_defaults_are_a_sqlite_file_per_service_six_hours_and_ten_thousand_entries(monkeypatch):
+    monkeypatch.delenv("ACTOR_REPLAY_DB")  # tests/conftest.py points both at tmp_path
+    monkeypatch.delenv("CRITIC_REPLAY_DB")
     actor, critic = ActorSettings(), CriticSettings()
     assert str(actor.replay_db) == "var/replays/actor.sqlite"
     assert str(critic.replay_db) == "var/replays/critic.sqlite"
