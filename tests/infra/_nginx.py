@@ -326,17 +326,25 @@ def listen_port(config: Config) -> int | None:
     return None
 
 
-def for_nginx_test(text: str, prefix: str, address: str = "127.0.0.1") -> str:
-    """The config as `nginx -t` can load it on this machine, outside the stack:
+def for_nginx_test(
+    text: str, prefix: str, backends: dict[str, str] | None = None, listen: str | None = None
+) -> str:
+    """The config as a local nginx can load it, outside the stack:
 
     - /tmp/... (the container's tmpfs) becomes ``prefix``/...;
-    - the replicas' names, which only Docker's DNS knows, become ``address``, and the
-      `resolve` flag goes: nginx resolves a plain `server` name when it loads the file, and
-      Debian's nginx (1.22 on bookworm, 1.26 on trixie) predates the open-source `resolve`
-      parameter (1.27.3) that the image's nginx 1.28 has.
+    - each replica's ``name:port``, which only Docker's DNS knows, becomes
+      ``backends[name]`` (default ``127.0.0.1:port``), and the `resolve` flag goes: nginx
+      resolves a plain `server` name when it loads the file, and Debian's nginx (1.22 on
+      bookworm, 1.26 on trixie) predates the open-source `resolve` parameter (1.27.3) that
+      the image's nginx (1.28) has;
+    - with ``listen``, the server listens there instead (``127.0.0.1:<free port>``).
     """
+    backends = backends or {}
     text = re.sub(r"(?<=\s)/tmp/", prefix.rstrip("/") + "/", text)
-    names = {s.host for members in upstreams(parse(text)).values() for s in members}
-    for name in names:
-        text = re.sub(rf"(?<=\sserver ){re.escape(name)}(?=:)", address, text)
+    members = [s for group in upstreams(parse(text)).values() for s in group]
+    for server in members:
+        address = backends.get(server.host, f"127.0.0.1:{server.port}")
+        text = re.sub(rf"(?<=\sserver ){re.escape(server.host)}:{server.port}(?=\s)", address, text)
+    if listen is not None:
+        text = re.sub(r"(?<=\slisten )\S+(?=;)", listen, text)
     return re.sub(r"(?<=\S)[ \t]+resolve(?=[\s;])", "", text)
