@@ -50,6 +50,7 @@ log "syncing the Python environment (.venv) from uv.lock"
 if ((DEV)); then
   uv sync --frozen --all-packages --all-extras --quiet
 else
-  uv sync --frozen --all-packages --all-extras --no-dev --quiet
+  # --inexact: no dev tool is installed, and one already there (from `make test`) stays
+  uv sync --frozen --all-packages --all-extras --no-dev --inexact --quiet
 fi
 log "ready"
