@@ -628,6 +628,13 @@ def replica_problems(doc: Doc) -> list[str]:
     return problems
 
 
+def _duration(value: Any) -> float:
+    """A compose duration (``90s``, ``1m30s``, ``500ms``) in seconds; 0 when unset."""
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|us|ns|h|m|s)", str(value or ""))
+    units = {"h": 3600, "m": 60, "s": 1, "ms": 0.001, "us": 1e-6, "ns": 1e-9}
+    return sum(float(number) * units[unit] for number, unit in parts)
+
+
 def _proxy_config(doc: Doc) -> tuple[_nginx.Config | None, list[str]]:
     """The proxy's nginx.conf, read from the file its service mounts."""
     proxy = services(doc).get(PROXY) or {}
@@ -674,6 +681,19 @@ def proxy_problems(doc: Doc) -> list[str]:
     urls = [w for w in probe if w.startswith("http://")]
     if urls != [f"http://127.0.0.1:{listen}/healthz"]:
         problems.append(f"{PROXY}: healthcheck {probe} does not fetch /healthz through nginx")
+    replica_start = max(
+        (
+            _duration((s.get("healthcheck") or {}).get("start_period"))
+            for s in replicas(doc).values()
+        ),
+        default=0,
+    )
+    if _duration((proxy.get("healthcheck") or {}).get("start_period")) <= replica_start:
+        problems.append(
+            f"{PROXY}: healthcheck start_period is not longer than the replicas' "
+            f"({replica_start} s): it would turn unhealthy, and fail the console's start, "
+            "while they migrate"
+        )
     if "--spider" in probe:
         problems.append(f"{PROXY}: wget --spider may send HEAD, which /healthz does not answer")
     if str(proxy.get("user", "")).split(":")[0] != NGINX_UID:
@@ -1413,6 +1433,10 @@ BROKEN: dict[str, tuple[Callable[[Doc], None], Callable[[Doc], list[str]]]] = {
         proxy_problems,
     ),
     "proxy no restart": (_delete("services.proxy.restart"), restart_problems),
+    "proxy gives up before the replicas migrate": (
+        _set("services.proxy.healthcheck.start_period", "20s"),
+        proxy_problems,
+    ),
     "proxy as root": (_set("services.proxy.user", "0:0"), hardening_problems),
     "proxy without user": (_delete("services.proxy.user"), hardening_problems),
     "proxy as another uid": (_set("services.proxy.user", "10001:10001"), proxy_problems),
