@@ -26,7 +26,10 @@ def get_session(request: Request) -> Iterator[Session]:
         yield session
 
 
-SessionDep = Annotated[Session, Depends(get_session)]
+# "function": commit before the response is sent. With FastAPI's default ("request") the
+# commit ran after it, so a client (or another replica it asked next) could act on a 201
+# and not find the row yet.
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 
 def authenticate(request: Request, session: Session) -> Principal:
