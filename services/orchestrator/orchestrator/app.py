@@ -17,12 +17,12 @@ from sqlalchemy import text
 from orchestrator.auth.router import accounts_router
 from orchestrator.auth.router import router as tokens_router
 from orchestrator.auth.service import PrincipalCache, TokenService
-from orchestrator.cluster.replicas import Cluster
+from orchestrator.cluster.replicas import Cluster, connection_kwargs
 from orchestrator.cluster.router import router as cluster_router
 from orchestrator.db import (
     Database,
     create_db_engine,
-    libpq_url,
+    lock_startup,
     migrate,
     session_scope,
     system_database_url,
@@ -74,6 +74,7 @@ def create_app(
             migrate(engine)
         if settings.admin_token is not None:
             with session_scope(engine) as session:
+                lock_startup(session)
                 TokenService().bootstrap_admin(session, settings.admin_token.get_secret_value())
         token = settings.service_token.get_secret_value()
         peers: dict[str, Peer] = {}
@@ -104,7 +105,14 @@ def create_app(
             # Before DBOS launches and recovers this executor id's pending workflows: claim the
             # id, so no other live process uses it and the leader leaves our work alone.
             await cluster.join()
-            events = EventListener(libpq_url(settings.database_url), hub)
+            conninfo, connect_kwargs = connection_kwargs(
+                settings.database_url, settings.replica_timeout_s
+            )
+            events = EventListener(
+                conninfo,
+                hub,
+                connect_kwargs={**connect_kwargs, "application_name": "crosscheck-events"},
+            )
             listener = asyncio.create_task(events.run_forever(), name="event-listener")
             try:
                 await asyncio.wait_for(events.connected.wait(), timeout=settings.replica_timeout_s)

@@ -65,15 +65,20 @@ def create_db_engine(
     )
 
 
+def lock_startup(connection: sa.Connection | Session) -> None:
+    """Replicas starting together take turns (Postgres) for the rest of this transaction:
+    migrations, the bootstrap admin token."""
+    bind = connection.get_bind() if isinstance(connection, Session) else connection
+    if bind.dialect.name == "postgresql":
+        connection.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK_KEY})
+
+
 def migrate(engine: sa.Engine) -> None:
     """Bring the schema to the newest alembic revision."""
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     with engine.begin() as connection:
-        if connection.dialect.name == "postgresql":
-            connection.execute(
-                sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK_KEY}
-            )
+        lock_startup(connection)
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
 

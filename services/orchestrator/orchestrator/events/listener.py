@@ -4,6 +4,7 @@ appended events, on any replica, wakes this replica's websocket subscribers at o
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import psycopg
 
@@ -15,8 +16,16 @@ log = get_logger("crosscheck.events")
 
 
 class EventListener:
-    def __init__(self, conninfo: str, hub: EventHub, *, retry_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        conninfo: str,
+        hub: EventHub,
+        *,
+        retry_s: float = 1.0,
+        connect_kwargs: dict[str, Any] | None = None,
+    ) -> None:
         self.conninfo = conninfo
+        self.connect_kwargs = {**(connect_kwargs or {}), "autocommit": True}
         self.hub = hub
         self.retry_s = retry_s
         self.connected = asyncio.Event()
@@ -36,7 +45,9 @@ class EventListener:
             await asyncio.sleep(self.retry_s)
 
     async def _listen(self) -> None:
-        async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as conn:
+        async with await psycopg.AsyncConnection.connect(
+            self.conninfo, **self.connect_kwargs
+        ) as conn:
             await conn.execute(f"LISTEN {EVENTS_CHANNEL}")
             self.hub.set_listening(True)
             self.connected.set()
