@@ -17,6 +17,8 @@ MAX_OUTPUT_CHARS = 100_000
 MAX_REFLECTION_CHARS = 8_000
 MAX_REFLECTIONS = 50
 MAX_BODY_BYTES = 1_048_576
+MAX_POINTS = 20
+MAX_POINT_CHARS = 2_000
 
 TaskText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TASK_CHARS)]
 OutputText = Annotated[str, StringConstraints(max_length=MAX_OUTPUT_CHARS)]
@@ -95,6 +97,17 @@ class DraftRequest(WireModel):
     ] = []
 
 
+PointText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_POINT_CHARS)]
+BindingPoints = Annotated[
+    list[PointText],
+    Field(
+        max_length=MAX_POINTS,
+        description="A human reviewer's instruction for the next version, one point each. "
+        "The Actor must apply every point; the Critic must check every point.",
+    ),
+]
+
+
 class ReviseRequest(WireModel):
     task: TaskText
     kind: TaskKind = TaskKind.text
@@ -105,6 +118,21 @@ class ReviseRequest(WireModel):
         list[Annotated[str, StringConstraints(max_length=MAX_REFLECTION_CHARS)]],
         Field(max_length=20),
     ] = []
+    binding_points: BindingPoints = []
+
+
+class PointAction(StrEnum):
+    applied = "applied"
+    declined = "declined"
+
+
+class PointResponse(WireModel):
+    """How a revision answered one point (a human point is always ``applied``)."""
+
+    point: str
+    action: PointAction
+    reason: str = ""
+    where: str = ""
 
 
 class ActorResult(WireModel):
@@ -112,6 +140,7 @@ class ActorResult(WireModel):
 
     output: str
     uncertainties: list[str] = []
+    responses: list[PointResponse] = []
     usage: Usage
     exchanges: list[ModelExchange] = []
 
@@ -158,14 +187,27 @@ class CritiqueRequest(WireModel):
     round: Annotated[int, Field(ge=1, le=100)] = 1
     evaluation: Evaluation | None = None
     reflections: Annotated[list[Reflection], Field(max_length=MAX_REFLECTIONS)] = []
+    binding_points: BindingPoints = []
+
+
+class BindingCheck(WireModel):
+    """Whether the version applies one of a human reviewer's points."""
+
+    point: str
+    satisfied: bool
+    quote: str | None = Field(
+        default=None, description="The span of the output that shows it; None if none does."
+    )
 
 
 class Critique(WireModel):
-    """The Critic's structured verdict; the loop decides on ``verdict`` and nothing else."""
+    """The Critic's structured verdict; the loop decides on ``verdict`` and nothing else.
+    A ``pass`` ends a run only when every ``binding_checks`` entry is satisfied."""
 
     verdict: Verdict
     confidence: Annotated[float, Field(ge=0.0, le=1.0)]
     issues: list[CritiqueIssue] = []
+    binding_checks: list[BindingCheck] = []
     reflection: str
     error_class: ErrorClass
 

@@ -223,3 +223,67 @@ class TestIdempotency:
         await actor.post("/v1/draft", json={"task": "Say hi."}, headers=headers)
         response = await actor.post("/v1/draft", json={"task": "Say bye."}, headers=headers)
         assert response.status_code == 409
+
+
+class TestBindingPoints:
+    POINT = "Name the statute in the first sentence."
+
+    def body(self, **extra) -> dict:
+        return {
+            "task": "Explain the notice period.",
+            "previous_output": "Tenants get 30 days.",
+            "reflections": [reflection("human", self.POINT, "ana")],
+            "binding_points": [self.POINT],
+            **extra,
+        }
+
+    async def test_every_point_is_applied_and_answered(self, actor, fake_model):
+        response = await actor.post("/v1/revise", json=self.body())
+        assert response.status_code == 200, response.text
+        result = response.json()
+        assert f"Reviewer point applied: {self.POINT}" in result["output"]
+        [answer] = result["responses"]
+        assert (answer["point"], answer["action"]) == (self.POINT, "applied")
+        assert answer["where"]
+        text = user_text(fake_model.requests()[0])
+        assert f"<binding_points>\n1. {self.POINT}\n</binding_points>" in text
+        assert "a reviewer's point cannot be declined" in text
+
+    async def test_a_declined_point_gets_a_repair_request(self, actor, fake_model):
+        declined = {
+            "output": "Tenants get 30 days.",
+            "uncertainties": [],
+            "responses": [{"point": self.POINT, "action": "declined", "reason": "no", "where": ""}],
+        }
+        applied = {
+            "output": "Under the Act, tenants get 30 days.",
+            "uncertainties": [],
+            "responses": [
+                {"point": self.POINT, "action": "applied", "reason": "", "where": "sentence 1"}
+            ],
+        }
+        fake_model.script(
+            {"stage": "revise", "response": declined}, {"stage": "revise", "response": applied}
+        )
+        response = await actor.post("/v1/revise", json=self.body())
+        assert response.json()["responses"][0]["action"] == "applied"
+        _, repair = fake_model.requests()
+        assert "cannot be declined" in user_text(repair)
+
+    async def test_an_unanswered_point_gets_a_repair_request(self, actor, fake_model):
+        silent = {"output": "Tenants get 30 days.", "uncertainties": [], "responses": []}
+        fake_model.script({"stage": "revise", "response": silent})
+        response = await actor.post("/v1/revise", json=self.body())
+        assert response.status_code == 200
+        _, repair = fake_model.requests()
+        assert "`responses` has no entry for the reviewer point" in user_text(repair)
+
+    async def test_a_draft_answers_no_points(self, actor):
+        response = await actor.post("/v1/draft", json={"task": "Explain the notice period."})
+        assert response.json()["responses"] == []
+
+    @pytest.mark.parametrize("points", [[""], ["x" * 2001], ["p"] * 21])
+    async def test_points_out_of_bounds_are_422(self, actor, points):
+        response = await actor.post("/v1/revise", json=self.body(binding_points=points))
+        assert response.status_code == 422
+        assert "binding_points" in response.text

@@ -113,7 +113,59 @@ class TestCritique:
         text = user_text(fake_model.requests()[0])
         assert "FAILED" in text
         assert "2 of 5 tests failed" in text
-        assert "[BINDING: human reviewer ana] Cite the statute." in text
+        assert "A human reviewer's instructions for this version" in text
+        assert "[human reviewer ana] Cite the statute." in text
+        assert "Guidance the Actor was given" not in text
+
+
+class TestBindingPoints:
+    POINT = "Cite the statute by its number."
+
+    async def test_a_version_that_applies_the_point_is_checked_satisfied_with_a_quote(self, critic):
+        output = f"Tenants get 30 days.\nReviewer point applied: {self.POINT}\n"
+        response = await critic.post(
+            "/v1/critique", json={"task": "t", "output": output, "binding_points": [self.POINT]}
+        )
+        assert response.status_code == 200, response.text
+        [check] = response.json()["binding_checks"]
+        assert check == {
+            "point": self.POINT,
+            "satisfied": True,
+            "quote": f"Reviewer point applied: {self.POINT}",
+        }
+
+    async def test_a_version_that_ignores_the_point_is_not_satisfied(self, critic, fake_model):
+        response = await critic.post(
+            "/v1/critique",
+            json={"task": "t", "output": "Tenants get 30 days.", "binding_points": [self.POINT]},
+        )
+        [check] = response.json()["binding_checks"]
+        assert (check["satisfied"], check["quote"]) == (False, None)
+        text = user_text(fake_model.requests()[0])
+        assert f"1. {self.POINT}" in text
+        assert "A version that misses a binding point cannot pass." in text
+
+    async def test_a_point_the_critic_did_not_check_is_repaired_then_counted_unmet(
+        self, critic, fake_model
+    ):
+        passing = verdict(verdict="pass", confidence=0.9, error_class="none")
+        fake_model.script(
+            {"stage": "critique", "response": passing},
+            {"stage": "critique", "response": passing},
+        )
+        response = await critic.post(
+            "/v1/critique",
+            json={"task": "t", "output": "An answer.", "binding_points": [self.POINT]},
+        )
+        body = response.json()
+        assert body["verdict"] == "pass"  # the loop, not the Critic, holds the pass back
+        assert body["binding_checks"] == [{"point": self.POINT, "satisfied": False, "quote": None}]
+        first, repair = fake_model.requests()
+        assert "`binding_checks` has no entry for the reviewer point" in user_text(repair)
+
+    async def test_without_points_there_are_no_checks(self, critic):
+        response = await critic.post("/v1/critique", json={"task": "t", "output": "An answer."})
+        assert response.json()["binding_checks"] == []
 
 
 class TestQuotes:

@@ -10,6 +10,8 @@ from pydantic import BaseModel, Field
 from shared.contracts import (
     ActorResult,
     DraftRequest,
+    PointAction,
+    PointResponse,
     ReflectionSource,
     ReviseRequest,
     Stage,
@@ -22,11 +24,44 @@ SCHEMA_NAME = "actor_output"
 _FENCE = re.compile(r"^\s*```[\w+-]*\s*\n(?P<body>.*?)\n?```\s*$", re.DOTALL)
 
 
+class PointAnswer(BaseModel):
+    point: str = Field(description="The point answered, copied exactly.")
+    action: PointAction = Field(description="`applied`, or `declined` with a reason.")
+    reason: str = Field(description="Why it was declined, or how it was applied.")
+    where: str = Field(description="Where in the output the change is (a quote or a place).")
+
+
 class ActorOutput(BaseModel):
     """What the model must return (the wire ``ActorResult`` adds usage)."""
 
     output: str = Field(description="The answer itself; for code tasks, only source code.")
     uncertainties: list[str] = Field(description="What the answer is unsure about.")
+    responses: list[PointAnswer] = Field(
+        default_factory=list,
+        description="One answer per reviewer point of a revision; empty for a first draft.",
+    )
+
+
+def _same(a: str, b: str) -> bool:
+    return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
+
+
+def point_problems(points: list[str], value: ActorOutput) -> list[str]:
+    """Every reviewer point must be answered, and answered ``applied``."""
+    problems = []
+    for point in points:
+        answer = next((r for r in value.responses if _same(r.point, point)), None)
+        if answer is None:
+            problems.append(
+                f"`responses` has no entry for the reviewer point {point!r}: add one that "
+                "copies the point exactly, with action `applied` and `where` the change is"
+            )
+        elif answer.action is not PointAction.applied:
+            problems.append(
+                f"the reviewer point {point!r} was declined; a human reviewer's point cannot "
+                "be declined: apply it in `output` and answer it with action `applied`"
+            )
+    return problems
 
 
 def strip_fences(code: str) -> str:
@@ -95,6 +130,7 @@ class ActorService:
             binding=binding,
             advisory=advisory,
             lessons=request.lessons,
+            points=request.binding_points,
         )
         call = ModelCall(
             stage=Stage.revise,
@@ -104,13 +140,18 @@ class ActorService:
             user=user,
             max_tokens=self.max_tokens,
         )
-        return await self._ask(call, request.kind)
+        return await self._ask(call, request.kind, request.binding_points)
 
     def _system(self, kind: TaskKind, entry_point: str | None) -> str:
         return self.prompts.render("system.j2", kind=kind.value, entry_point=entry_point)
 
-    async def _ask(self, call: ModelCall, kind: TaskKind) -> ActorResult:
-        check = code_problems if kind is TaskKind.code else None
+    async def _ask(
+        self, call: ModelCall, kind: TaskKind, points: list[str] | None = None
+    ) -> ActorResult:
+        def check(value: ActorOutput) -> list[str]:
+            problems = code_problems(value) if kind is TaskKind.code else []
+            return problems + point_problems(points or [], value)
+
         reply = await self.provider.structured(call, ActorOutput, SCHEMA_NAME, check=check)
         output = reply.value.output
         if kind is TaskKind.code:
@@ -118,6 +159,7 @@ class ActorService:
         return ActorResult(
             output=output,
             uncertainties=[u for u in reply.value.uncertainties if u.strip()],
+            responses=[PointResponse(**r.model_dump()) for r in reply.value.responses],
             usage=reply.usage,
             exchanges=reply.exchanges,
         )

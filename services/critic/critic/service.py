@@ -6,6 +6,7 @@ import re
 
 from critic.rubrics import RUBRICS
 from shared.contracts import (
+    BindingCheck,
     Critique,
     CritiqueIssue,
     CritiqueRequest,
@@ -29,6 +30,24 @@ def _squash(text: str) -> str:
 def quote_found(quote: str, output: str) -> bool:
     """A quote counts when it is a span of the output, up to runs of white space."""
     return quote in output or _squash(quote) in _squash(output)
+
+
+def _same(a: str, b: str) -> bool:
+    return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
+
+
+def binding_checks(points: list[str], value: Critique, output: str) -> list[BindingCheck]:
+    """One check per reviewer point, in the points' order. A point the Critic did not check
+    (even after the repair) counts as not satisfied; a quote not in the output is dropped."""
+    checks = []
+    for point in points:
+        found = next((c for c in value.binding_checks if _same(c.point, point)), None)
+        if found is None:
+            checks.append(BindingCheck(point=point, satisfied=False, quote=None))
+            continue
+        quote = found.quote if found.quote and quote_found(found.quote, output) else None
+        checks.append(BindingCheck(point=point, satisfied=found.satisfied, quote=quote))
+    return checks
 
 
 class CriticService:
@@ -58,24 +77,35 @@ class CriticService:
                 reflections=request.reflections,
                 binding=binding,
                 advisory=advisory,
+                points=request.binding_points,
                 output=request.output,
             ),
             max_tokens=self.max_tokens,
         )
 
         def check(value: Critique) -> list[str]:
-            return [
+            problems = [
                 f"issue {i} quotes text that is not in the candidate output: {issue.quote!r}; "
                 "copy the span exactly, or use null"
                 for i, issue in enumerate(value.issues)
                 if issue.quote and not quote_found(issue.quote, request.output)
             ]
+            checked = [c.point for c in value.binding_checks]
+            problems += [
+                f"`binding_checks` has no entry for the reviewer point {point!r}: add one that "
+                "copies the point exactly, says whether this version satisfies it, and quotes "
+                "the span that shows it"
+                for point in request.binding_points
+                if not any(_same(point, seen) for seen in checked)
+            ]
+            return problems
 
         reply = await self.provider.structured(call, Critique, SCHEMA_NAME, check=check)
         issues = [self._verified(issue, request.output) for issue in reply.value.issues]
         return CritiqueResult(
-            **reply.value.model_dump(exclude={"issues"}),
+            **reply.value.model_dump(exclude={"issues", "binding_checks"}),
             issues=issues,
+            binding_checks=binding_checks(request.binding_points, reply.value, request.output),
             usage=reply.usage,
             exchanges=reply.exchanges,
         )

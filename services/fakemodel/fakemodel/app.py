@@ -86,6 +86,14 @@ def _parse(api: Api, body: dict[str, Any]) -> ModelCall:
     return parse_openai(body) if api == "openai" else parse_anthropic(body)
 
 
+def fit_schema(value: dict[str, Any], schema: dict[str, Any] | None) -> dict[str, Any]:
+    """Only the fields the caller's schema names, as a model in a strict mode answers."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict):
+        return value
+    return {k: v for k, v in value.items() if k in properties}
+
+
 def create_app(settings: FakeModelSettings | None = None) -> FastAPI:
     """A fresh fake model server with its own script, faults, request log and config."""
     state = FakeModelState(settings or FakeModelSettings())
@@ -186,7 +194,8 @@ def create_app(settings: FakeModelSettings | None = None) -> FastAPI:
         elif item is not None and item.response is not None:
             answer = Answer(value=item.response, malformed=malformed)
         else:
-            answer = Answer(value=structured_output(sections, stage), malformed=malformed)
+            built = structured_output(sections, stage)
+            answer = Answer(value=fit_schema(built, call.schema), malformed=malformed)
 
         render = openai_completion if api == "openai" else anthropic_message
         return finish(200, render(call, answer), _headers(api))

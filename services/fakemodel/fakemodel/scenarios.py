@@ -11,6 +11,10 @@ The Actor and the Critic send their prompts with XML-like tagged sections (``<ta
   which the Critic passes.
 * **generic code**: a valid Python function; the revision carries a ``# revised`` comment,
   which the Critic passes.
+* **binding points** (a human reviewer's ``<binding_points>``, in any scenario): the revision
+  adds one ``Reviewer point applied: <point>`` line per point (a comment in code) and answers
+  each point ``applied``; the Critic reports a point satisfied exactly when the candidate
+  contains its text, quoting that line.
 
 Every quote a critique emits is an exact substring of the candidate output.
 """
@@ -52,6 +56,7 @@ class PromptSections:
     previous_output: str | None = None
     reflections: str | None = None
     candidate_output: str | None = None
+    binding_points: tuple[str, ...] = ()
 
     @property
     def is_code(self) -> bool:
@@ -93,6 +98,11 @@ def parse_sections(text: str) -> PromptSections:
         previous_output=_trim_block(extract_tag(text, "previous_output")),
         reflections=_trim_block(extract_tag(text, "reflections")),
         candidate_output=_trim_block(extract_tag(text, "candidate_output")),
+        binding_points=tuple(
+            re.sub(r"^\s*\d+[.)]\s*", "", line).strip()
+            for line in (extract_tag(text, "binding_points") or "").splitlines()
+            if line.strip()
+        ),
     )
 
 
@@ -327,8 +337,38 @@ def code_revision(task: str, name: str, reflections: list[str]) -> str:
 # ------------------------------------------------------------------ the two roles
 
 
+APPLIED_PREFIX = "Reviewer point applied: "
+
+
+def apply_points(sections: PromptSections, answer: dict[str, Any]) -> dict[str, Any]:
+    """Carry out each binding point in the output, and answer every point ``applied``."""
+    lines = [answer["output"].rstrip("\n")]
+    responses = []
+    for point in sections.binding_points:
+        line = f"{'# ' if sections.is_code else ''}{APPLIED_PREFIX}{' '.join(point.split())}"
+        lines.append(line)
+        responses.append({"point": point, "action": "applied", "reason": "", "where": line})
+    return {**answer, "output": "\n".join(lines) + "\n", "responses": responses}
+
+
+def binding_checks(sections: PromptSections, candidate: str) -> list[dict[str, Any]]:
+    checks = []
+    for point in sections.binding_points:
+        wanted = " ".join(point.split()).casefold()
+        line = next((ln.strip() for ln in candidate.splitlines() if wanted in ln.casefold()), None)
+        checks.append({"point": point, "satisfied": line is not None, "quote": line})
+    return checks
+
+
 def actor_output(sections: PromptSections, stage: Stage) -> dict[str, Any]:
-    """The Actor's structured answer ``{"output", "uncertainties"}`` for a draft or revise."""
+    """The Actor's structured answer ``{"output", "uncertainties", "responses"}``."""
+    answer = {"responses": [], **_actor_output(sections, stage)}
+    if stage == "revise" and sections.binding_points:
+        return apply_points(sections, answer)
+    return answer
+
+
+def _actor_output(sections: PromptSections, stage: Stage) -> dict[str, Any]:
     scenario = detect_scenario(sections)
     revising = stage == "revise"
     reflections = split_reflections(sections.reflections)
@@ -484,5 +524,9 @@ def critique(sections: PromptSections) -> dict[str, Any]:
 def structured_output(sections: PromptSections, stage: Stage) -> dict[str, Any]:
     """The built-in answer for ``stage``: a critique or an Actor output."""
     if stage == "critique":
-        return critique(sections)
+        verdict = critique(sections)
+        return {
+            **verdict,
+            "binding_checks": binding_checks(sections, sections.candidate_output or ""),
+        }
     return actor_output(sections, stage)
