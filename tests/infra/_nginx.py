@@ -255,18 +255,18 @@ def config_problems(config: Config, *, replicas: dict[str, int] | None = None) -
     listed = servers(config)
     if len(listed) != 1:
         problems.append(f"expected one server block, found {len(listed)}")
-    for server in listed:
-        for listen in server.all("listen"):
+    for block in listed:
+        for listen in block.all("listen"):
             if listen.args[0].startswith(("127.", "localhost", "[::1]")):
                 problems.append(f"listens on loopback only ({listen.args[0]})")
-        body = effective_value("client_max_body_size", http, server)
+        body = effective_value("client_max_body_size", http, block)
         limit = size_bytes(body[0]) if body else 1024**2  # nginx's default is 1m
         if limit != 0 and limit <= MAX_BODY_BYTES:
             problems.append(
                 f"client_max_body_size {body} is not above the API's {MAX_BODY_BYTES} bytes: "
                 "nginx, not the API, would answer 413"
             )
-        all_locations = locations(server)
+        all_locations = locations(block)
         if "/" not in all_locations:
             problems.append("no `location /`: not everything reaches the API")
         websocket = all_locations.get(f"= {WEBSOCKET_PATH}") or all_locations.get(WEBSOCKET_PATH)
@@ -276,17 +276,17 @@ def config_problems(config: Config, *, replicas: dict[str, int] | None = None) -
             if proxied_upstream(location) != upstream_name:
                 problems.append(f"location {key}: does not proxy_pass to the replicas' upstream")
                 continue
-            headers = effective_headers(http, server, location)
+            headers = effective_headers(http, block, location)
             for header in FORWARDED_HEADERS:
                 if header.lower() not in headers:
                     problems.append(f"location {key}: does not pass {header}")
-            version = effective_value("proxy_http_version", http, server, location)
+            version = effective_value("proxy_http_version", http, block, location)
             if version != ["1.1"]:
                 problems.append(
                     f"location {key}: proxy_http_version {version} (websockets and upstream "
                     "keepalive need 1.1)"
                 )
-            retry = effective_value("proxy_next_upstream", http, server, location) or [
+            retry = effective_value("proxy_next_upstream", http, block, location) or [
                 "error",
                 "timeout",
             ]
@@ -300,7 +300,7 @@ def config_problems(config: Config, *, replicas: dict[str, int] | None = None) -
                     f"location {key}: proxy_next_upstream non_idempotent could run a POST twice"
                 )
         if websocket is not None and proxied_upstream(websocket) == upstream_name:
-            headers = effective_headers(http, server, websocket)
+            headers = effective_headers(http, block, websocket)
             if headers.get("upgrade") != "$http_upgrade":
                 problems.append(f"{WEBSOCKET_PATH}: Upgrade is not passed on ($http_upgrade)")
             if headers.get("connection") not in maps | {"upgrade", '"upgrade"'}:
@@ -308,7 +308,7 @@ def config_problems(config: Config, *, replicas: dict[str, int] | None = None) -
                     f"{WEBSOCKET_PATH}: Connection is {headers.get('connection')!r}, not "
                     "upgrade (or a map of $http_upgrade to it)"
                 )
-            timeout = effective_value("proxy_read_timeout", http, server, websocket)
+            timeout = effective_value("proxy_read_timeout", http, block, websocket)
             if timeout is None or seconds(timeout[0]) < MIN_WEBSOCKET_TIMEOUT_S:
                 problems.append(
                     f"{WEBSOCKET_PATH}: proxy_read_timeout {timeout} would cut an idle "

@@ -959,7 +959,7 @@ def _env(service: str, name: str, value: str) -> Callable[[Doc], None]:
     return _set(f"services.{service}.environment.{name}", value)
 
 
-BROKEN: dict[str, tuple[Callable[[Doc], None], Callable[[Doc], list[str]]]] = {
+BROKEN: dict[str, tuple[Callable[[Doc], object], Callable[[Doc], list[str]]]] = {
     "unknown key": (_set("services.actor.helthcheck", {}), schema_problems),
     "no healthcheck": (_delete("services.critic.healthcheck"), healthcheck_problems),
     "disabled healthcheck": (
