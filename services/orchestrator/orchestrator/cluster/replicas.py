@@ -133,7 +133,7 @@ class Cluster:
 
     async def join(self) -> None:
         """Claim this executor id and write the first heartbeat."""
-        await self._connect(wait_s=self.timeout_s + 5)
+        await self._connect(wait_s=self.timeout_s)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run_forever(), name="cluster-heartbeat")
