@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import Field, StringConstraints, model_validator
 
-from shared.contracts import MAX_OUTPUT_CHARS, TaskKind, TaskText, WireModel
+from shared.contracts import (
+    MAX_OUTPUT_CHARS,
+    MAX_POINT_CHARS,
+    MAX_POINTS,
+    TaskKind,
+    TaskText,
+    WireModel,
+)
 
 
 class RunStatus(StrEnum):
@@ -49,6 +57,7 @@ class StopReason(StrEnum):
     review_rejected = "review_rejected"
     review_approved = "review_approved"
     review_expired = "review_expired"
+    human_point_unmet = "human_point_unmet"
 
 
 class EvaluatorKind(StrEnum):
@@ -157,6 +166,12 @@ class RoundPublic(WireModel):
     rolled_back: list[dict[str, Any]] = []
     adoption: float | None = None
     usage: dict[str, Any] = {}
+    provenance: str = Field(
+        default="actor", description="`actor`, or `human` for a version a reviewer edited."
+    )
+    responses: list[dict[str, Any]] = Field(
+        default=[], description="How the Actor answered each of a reviewer's points."
+    )
 
 
 class ReflectionPublic(WireModel):
@@ -190,6 +205,12 @@ class RunPublic(WireModel):
     reflections: list[ReflectionPublic] = []
     tags: list[str] = []
     lessons_used: list[str] = []
+    binding_points: list[str] = Field(
+        default=[], description="A reviewer's points the next version must still apply."
+    )
+    human_rounds: int = Field(
+        default=0, description="Rounds a person started (they do not count against max_rounds)."
+    )
 
 
 class RunSummary(WireModel):
@@ -305,6 +326,18 @@ class DecisionRequest(WireModel):
 
     action: DecisionAction
     comment: Annotated[str, StringConstraints(min_length=1, max_length=8000)] | None = None
+    points: (
+        Annotated[
+            list[Annotated[str, StringConstraints(min_length=1, max_length=MAX_POINT_CHARS)]],
+            Field(max_length=MAX_POINTS),
+        ]
+        | None
+    ) = Field(
+        default=None,
+        description="With comment: the comment's points, one instruction each; by default each "
+        "non-empty line or bullet of the comment is a point. The next revision must apply "
+        "every point and the Critic must find each satisfied before the run can pass.",
+    )
     output: Annotated[str, StringConstraints(min_length=1, max_length=MAX_OUTPUT_CHARS)] | None = (
         None
     )
@@ -321,8 +354,14 @@ class DecisionRequest(WireModel):
 
     @model_validator(mode="after")
     def _fields_fit_the_action(self) -> DecisionRequest:
-        if self.action is DecisionAction.comment and not self.comment:
-            raise ValueError("a comment decision needs the comment text")
+        if self.action is DecisionAction.comment and not (self.comment or self.points):
+            raise ValueError("a comment decision needs the comment text (or its points)")
+        if self.points is not None and self.action is not DecisionAction.comment:
+            raise ValueError("only a comment decision takes points")
+        if self.action is DecisionAction.comment and not self.comment and self.points:
+            self.comment = "\n".join(f"- {point}" for point in self.points)
+        if self.action is DecisionAction.reject and not (self.comment or "").strip():
+            raise ValueError("a reject decision needs the reason, in comment")
         if self.action is DecisionAction.edit and not self.output:
             raise ValueError("an edit decision needs the edited output")
         if self.output is not None and self.action is not DecisionAction.edit:
@@ -330,6 +369,15 @@ class DecisionRequest(WireModel):
         if self.lesson and not self.comment:
             raise ValueError("a lesson is made from the comment: give one")
         return self
+
+
+_BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
+
+
+def comment_points(comment: str) -> list[str]:
+    """The points of a comment: each non-empty line, without its bullet or number."""
+    points = [_BULLET.sub("", line).strip() for line in comment.splitlines()]
+    return [p[:MAX_POINT_CHARS] for p in points if p][:MAX_POINTS]
 
 
 class DecisionResult(WireModel):

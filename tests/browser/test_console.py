@@ -133,14 +133,14 @@ def test_a_reviewer_comments_in_the_browser_and_the_run_goes_on(
     human = [r for r in run["reflections"] if r["source"] == "human"]
     assert [(r["content"], r["author"]) for r in human] == [(COMMENT, USERNAME)]
 
-    # (b) the Critic is told it binds, and the next Actor call carries it as BINDING, ahead
-    # of the critic's own reflection
+    # (b) the comment comes next: the Actor's revision leads with it as BINDING and applies
+    # it (before_critique: the revision then waits for the next review, with its point open)
     calls = platform.fake.requests()
-    assert [c["stage"] for c in calls][:3] == ["draft", "critique", "revise"]
-    critique_prompt = user_text(calls[1])
-    assert "[BINDING: human reviewer" in critique_prompt
-    assert COMMENT in critique_prompt
-    revise_prompt = user_text(calls[2])
+    assert [c["stage"] for c in calls][:2] == ["draft", "revise"]
+    revise_prompt = user_text(calls[1])
     at = revise_prompt.index(COMMENT)
     assert "[BINDING: human reviewer" in revise_prompt[:at]
-    assert at < revise_prompt.index("[critic]")
+    assert f"<binding_points>\n1. {COMMENT}\n</binding_points>" in revise_prompt
+    revision = run["rounds"][1]
+    assert f"Reviewer point applied: {COMMENT}" in revision["output"]
+    assert [(r["point"], r["action"]) for r in revision["responses"]] == [(COMMENT, "applied")]

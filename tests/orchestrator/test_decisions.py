@@ -26,30 +26,126 @@ async def decide(api, item, headers, **body):
     return await api.post(f"/v1/reviews/{item['id']}/decision", json=body, headers=headers)
 
 
+PASSABLE = "The Moon's pull raises the oceans on the near and far sides.\n(revised)"
+MOON = "Mention the Moon."
+# Revisions that ignore the point, long enough not to count as a shrunken version
+IGNORED = (
+    "Tides rise and fall twice a day because of gravity and the turning of the Earth: the "
+    "water bulges on two opposite sides of the planet and each coast passes through both.\n"
+    "(revised)"
+)
+IGNORED_AGAIN = IGNORED.replace("twice a day", "about twice a day")
+
+
+def actor_says(output: str) -> dict:
+    """A scripted revision that claims to apply the point and does not."""
+    claimed = {"point": MOON, "action": "applied", "reason": "", "where": "everywhere"}
+    return {
+        "stage": "revise",
+        "response": {"output": output, "uncertainties": [], "responses": [claimed]},
+    }
+
+
 class TestComment:
-    async def test_a_comment_is_binding_for_the_critic_and_the_next_actor_call(
+    async def test_a_comment_on_a_passable_draft_still_produces_a_revision_that_applies_it(
         self, api, fake_model
     ):
+        # the draft already ends "(revised)": the fake Critic would pass it as it is
+        fake_model.script({"stage": "draft", "response": {"output": PASSABLE, "uncertainties": []}})
+        run_id, item = await paused(api, review="first_round", max_rounds=1)
+        headers = await claimed_by_reviewer(api, item)
+        response = await decide(api, item, headers, action="comment", comment=MOON)
+        assert response.status_code == 200, response.text
+        assert response.json()["run_status"] == "revising"
+        run = await wait_for(api, run_id, statuses=FINAL)
+        assert (run["status"], run["stop_reason"]) == ("succeeded", "critic_pass")
+        assert [c["stage"] for c in fake_model.requests()] == ["draft", "revise", "critique"]
+        # the Actor's request leads with the point, and its answer applied it
+        revise_prompt = user_text(fake_model.requests()[1])
+        reflections = revise_prompt[revise_prompt.index("<reflections>") :]
+        assert reflections.split("\n")[1].startswith("[BINDING: human reviewer")
+        assert f"<binding_points>\n1. {MOON}\n</binding_points>" in revise_prompt
+        assert f"Reviewer point applied: {MOON}" in run["final_output"]
+        assert run["final_round"] == 2
+        assert run["rounds"][1]["responses"][0]["action"] == "applied"
+        # the Critic was told it is a reviewer's instruction, and checked it
+        critique_prompt = user_text(fake_model.requests()[2])
+        assert "A human reviewer's instructions for this version" in critique_prompt
+        [check] = run["rounds"][1]["critique"]["binding_checks"]
+        assert (check["point"], check["satisfied"]) == (MOON, True)
+        assert MOON in check["quote"]
+        assert check["quote"] in run["final_output"]
+        assert (run["binding_points"], run["human_rounds"]) == ([], 1)
+        decided = (await api.get(f"/v1/reviews/{item['id']}")).json()
+        assert decided["decision"]["comment"] == MOON
+        assert decided["decision"]["points"] == [MOON]
+
+    async def test_a_pass_waits_until_every_point_is_satisfied(self, api, fake_model):
+        fake_model.script(actor_says(IGNORED))
+        run_id, item = await paused(api, review="first_round", max_rounds=1)
+        headers = await claimed_by_reviewer(api, item)
+        await decide(api, item, headers, action="comment", comment=MOON)
+        run = await wait_for(api, run_id, statuses=FINAL)
+        assert run["status"] == "succeeded"
+        stages = [c["stage"] for c in fake_model.requests()]
+        assert stages == ["draft", "revise", "critique", "revise", "critique"]
+        missed, applied = run["rounds"][1], run["rounds"][2]
+        assert missed["critique"]["verdict"] == "pass"  # the Critic passed the text ...
+        assert missed["critique"]["binding_checks"][0]["satisfied"] is False  # ... not the point
+        assert applied["critique"]["binding_checks"][0]["satisfied"] is True
+        assert run["human_rounds"] == 2  # neither counted against max_rounds: 1
+        second_revise = user_text(fake_model.requests()[3])
+        assert "does not yet apply the reviewer's binding points" in second_revise
+
+    async def test_an_actor_that_ignores_the_point_twice_escalates(self, api, fake_model):
+        fake_model.script(actor_says(IGNORED), actor_says(IGNORED_AGAIN))
         run_id, item = await paused(api, review="first_round")
         headers = await claimed_by_reviewer(api, item)
-        response = await decide(api, item, headers, action="comment", comment="Mention the Moon.")
-        assert response.status_code == 200, response.text
-        assert response.json()["run_status"] == "critiquing"
+        await decide(api, item, headers, action="comment", comment=MOON)
+        run = await wait_for(api, run_id, statuses=FINAL)
+        assert (run["status"], run["stop_reason"]) == ("escalated", "human_point_unmet")
+        assert MOON in run["detail"]
+        reviews = (await api.get("/v1/reviews", params={"run_id": run_id})).json()["items"]
+        [escalation] = [r for r in reviews if r["kind"] == "escalation"]
+        context = (await api.get(f"/v1/reviews/{escalation['id']}")).json()["context"]
+        assert context["binding_points"] == [MOON]
+        attempts = [r["output"] for r in context["rounds"][1:]]
+        assert attempts == [IGNORED, IGNORED_AGAIN]
+
+    async def test_a_comment_on_an_escalation_leads_to_a_revision(self, api, fake_model):
+        run_id = await start(api, task="Explain tides.", policy={"max_rounds": 1})
+        await wait_for(api, run_id)
+        [item] = (await api.get("/v1/reviews", params={"run_id": run_id})).json()["items"]
+        assert item["kind"] == "escalation"
+        headers = await claimed_by_reviewer(api, item)
+        response = await decide(api, item, headers, action="comment", comment=MOON)
+        assert response.json()["run_status"] == "revising"
         run = await wait_for(api, run_id, statuses=FINAL)
         assert run["status"] == "succeeded"
         stages = [c["stage"] for c in fake_model.requests()]
         assert stages == ["draft", "critique", "revise", "critique"]
-        critique_prompt = user_text(fake_model.requests()[1])
-        assert "[BINDING: human reviewer" in critique_prompt
-        assert "Mention the Moon." in critique_prompt
-        revise_prompt = user_text(fake_model.requests()[2])
-        human = revise_prompt.index("Mention the Moon.")
-        assert "[BINDING: human reviewer" in revise_prompt[:human]
-        assert human < revise_prompt.index("[critic]")
-        assert run["reflections"][0]["source"] == "human"
-        decided = (await api.get(f"/v1/reviews/{item['id']}")).json()
-        assert decided["status"] == "resolved"
-        assert decided["decision"]["comment"] == "Mention the Moon."
+        assert f"1. {MOON}" in user_text(fake_model.requests()[2])
+
+    async def test_points_can_be_given_one_by_one(self, api, fake_model):
+        run_id, item = await paused(api, review="first_round")
+        headers = await claimed_by_reviewer(api, item)
+        points = ["Mention the Moon.", "Give the period: about 12 h 25 min."]
+        await decide(api, item, headers, action="comment", points=points)
+        run = await wait_for(api, run_id, statuses=FINAL)
+        assert run["status"] == "succeeded"
+        revise_prompt = user_text(fake_model.requests()[1])
+        assert f"1. {points[0]}\n2. {points[1]}" in revise_prompt
+        checks = run["rounds"][1]["critique"]["binding_checks"]
+        assert [c["satisfied"] for c in checks] == [True, True]
+
+    async def test_each_line_of_a_comment_is_a_point(self, api, fake_model):
+        run_id, item = await paused(api, review="first_round")
+        headers = await claimed_by_reviewer(api, item)
+        comment = "- Mention the Moon.\n\n2. Say why there are two bulges."
+        await decide(api, item, headers, action="comment", comment=comment)
+        await wait_for(api, run_id, statuses=FINAL)
+        revise_prompt = user_text(fake_model.requests()[1])
+        assert "1. Mention the Moon.\n2. Say why there are two bulges." in revise_prompt
 
 
 class TestOtherActions:
@@ -63,13 +159,22 @@ class TestOtherActions:
         assert run["final_output"] == run["rounds"][0]["output"]
         assert [c["stage"] for c in fake_model.requests()] == ["draft"]
 
-    async def test_edit_and_finish(self, api):
+    async def test_an_edit_is_a_new_version_and_the_draft_stays(self, api):
         run_id, item = await paused(api)
         headers = await claimed_by_reviewer(api, item)
         await decide(api, item, headers, action="edit", output="The Moon pulls.", finish=True)
         run = (await api.get(f"/v1/runs/{run_id}")).json()
         assert run["final_output"] == "The Moon pulls."
-        assert run["rounds"][0]["rolled_back"][0]["reason"].startswith("edited by")
+        draft, edited = run["rounds"]
+        assert (draft["provenance"], draft["output"]) == ("actor", run["rounds"][0]["output"])
+        assert draft["output"] != "The Moon pulls."
+        assert (edited["number"], edited["provenance"]) == (2, "human")
+        assert edited["review"]["from_round"] == 1
+        assert run["final_round"] == 2
+        events = (await api.get("/v1/events", params={"run_id": run_id})).json()
+        assert any(
+            e["type"] == "round.output" and e["data"].get("provenance") == "human" for e in events
+        )
 
     async def test_edit_and_continue_sends_the_edit_to_the_critic(self, api, fake_model):
         run_id, item = await paused(api, review="first_round")
@@ -77,6 +182,15 @@ class TestOtherActions:
         await decide(api, item, headers, action="edit", output="The Moon pulls the oceans.")
         await wait_for(api, run_id, statuses=FINAL)
         assert "The Moon pulls the oceans." in user_text(fake_model.requests()[1])
+
+    async def test_reject_needs_a_reason(self, api):
+        _, item = await paused(api)
+        headers = await claimed_by_reviewer(api, item)
+        response = await decide(api, item, headers, action="reject")
+        assert response.status_code == 422
+        assert "reject decision needs the reason" in response.text
+        blank = await decide(api, item, headers, action="reject", comment="   ")
+        assert blank.status_code == 422
 
     async def test_reject_ends_the_run(self, api):
         run_id, item = await paused(api)
@@ -127,7 +241,7 @@ class TestRules:
         again = await decide(api, item, keyed, action="approve")
         assert first.status_code == again.status_code == 200
         assert first.json() == again.json()
-        other = await decide(api, item, headers, action="reject")
+        other = await decide(api, item, headers, action="reject", comment="Off topic.")
         assert other.status_code == 409
 
     async def test_actions_must_fit_the_kind_and_carry_their_fields(self, api):

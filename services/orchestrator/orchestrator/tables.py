@@ -89,6 +89,11 @@ class Run(SQLModel, table=True):
     critic_info: dict[str, Any] | None = json_column()
     lessons_used: list[str] | None = json_column()
     tags: list[str] | None = json_column()
+    # A reviewer's open points: every revision must apply them until the Critic finds all
+    # satisfied; ``binding_attempts`` counts the revisions that missed one.
+    binding_points: list[str] | None = json_column()
+    binding_attempts: int = 0
+    human_rounds: int = 0  # rounds a person started: they do not count against max_rounds
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
     finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime())
@@ -111,6 +116,8 @@ class Round(SQLModel, table=True):
     critic_usage: dict[str, Any] | None = json_column()
     review: dict[str, Any] | None = json_column()
     adoption: float | None = None
+    provenance: str = Field(default="actor", max_length=16)  # "human": a reviewer's edit
+    responses: list[dict[str, Any]] | None = json_column()  # the Actor's answer to each point
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
 

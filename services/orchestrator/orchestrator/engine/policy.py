@@ -14,6 +14,8 @@ from typing import Any
 
 from shared.orchestration import Policy, ReviewMode, RunStatus, StopReason
 
+MAX_UNMET_ATTEMPTS = 2  # revisions that may miss a reviewer's point before a person decides
+
 
 @dataclass(frozen=True)
 class Stop:
@@ -78,9 +80,17 @@ def over_budget(policy: Policy, tokens: int, cost: float) -> Stop | None:
 
 
 def after_output(
-    policy: Policy, *, round: int, seen_hashes: list[str], out: dict[str, Any]
+    policy: Policy,
+    *,
+    round: int,
+    seen_hashes: list[str],
+    out: dict[str, Any],
+    points_open: bool = False,
 ) -> Stop | None:
-    """Rules that look at a new version before anyone evaluates it."""
+    """Rules that look at a new version before anyone evaluates it. While a reviewer's
+    points are open the Critic's check of them decides, not how much the text changed."""
+    if points_open:
+        return over_budget(policy, out["run_tokens"], out["run_cost"])
     if out["output_hash"] in seen_hashes:
         earlier = seen_hashes.index(out["output_hash"]) + 1
         return Stop(
@@ -120,9 +130,33 @@ def after_critique(
     critique: dict[str, Any],
     evaluation_passed: bool | None,
     previous_signature: str | None,
+    human_rounds: int = 0,
+    unmet_points: list[str] | None = None,
+    unmet_attempts: int = 0,
 ) -> Stop | None:
-    """Rules that read the critic's structured verdict (never its prose)."""
+    """Rules that read the critic's structured verdict (never its prose).
+
+    A reviewer's point the version misses holds back a pass and keeps the run revising,
+    whatever ``max_rounds`` says (a person asked for those rounds), until the second
+    revision that misses one: then a person must look again.
+    """
     verdict = critique["verdict"]
+    if unmet_points and unmet_attempts >= MAX_UNMET_ATTEMPTS:
+        return Stop(
+            RunStatus.escalated,
+            StopReason.human_point_unmet,
+            detail=f"{unmet_attempts} revisions missed the reviewer's point(s): "
+            + "; ".join(unmet_points)[:1000],
+        )
+    if unmet_points:
+        if verdict == "escalate":
+            return Stop(
+                RunStatus.escalated,
+                StopReason.critic_escalated,
+                error_class=critique.get("error_class", "logic"),
+                detail="the critic asked for a person to decide",
+            )
+        return over_budget(policy, critique["run_tokens"], critique["run_cost"])
     if verdict == "pass" and evaluation_passed is not False:
         return Stop(RunStatus.succeeded, StopReason.critic_pass, error_class="none")
     if verdict == "escalate":
@@ -141,7 +175,7 @@ def after_critique(
     budget = over_budget(policy, critique["run_tokens"], critique["run_cost"])
     if budget:
         return budget
-    if round >= policy.max_rounds:
+    if round - human_rounds >= policy.max_rounds:
         return Stop(
             RunStatus.escalated,
             StopReason.max_rounds,

@@ -54,10 +54,13 @@ def escalation_context(session: Session, run: Run, stop: Stop) -> dict[str, Any]
         "stop_reason": stop.reason.value,
         "error_class": stop.error_class,
         "detail": stop.detail,
+        "binding_points": run.binding_points or [],
         "rounds": [
             {
                 "number": r.number,
+                "provenance": r.provenance,
                 "output": r.output,
+                "responses": r.responses or [],
                 "rolled_back": r.rolled_back or [],
                 "evaluation": r.evaluation,
                 "critique": r.critique,

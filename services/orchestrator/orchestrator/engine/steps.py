@@ -111,6 +111,14 @@ def _reflections(rows: list[store.ReflectionRow]) -> list[ReflectionDTO]:
     ]
 
 
+def _binding_first(reflections: list[ReflectionDTO], limit: int) -> list[ReflectionDTO]:
+    """A person's word first, then the latest of the rest: a long run must never push a
+    reviewer's reflection out of the request."""
+    human = [r for r in reflections if r.source is ReflectionSource.human][-limit:]
+    rest = [r for r in reflections if r.source is not ReflectionSource.human]
+    return human + rest[len(rest) - (limit - len(human)) :] if limit > len(human) else human
+
+
 def _bill(
     rt: Runtime,
     session: Session,
@@ -196,8 +204,9 @@ async def act(
             kind=kind,
             entry_point=run.entry_point,
             previous_output=previous.output,
-            reflections=reflections[-50:],
+            reflections=_binding_first(reflections, 50),
             lessons=lesson_texts,
+            binding_points=run.binding_points or [],
         )
         return _ActInput(False, request, previous.output, note)
 
@@ -233,6 +242,7 @@ async def act(
         out["policy"] = run.policy
         out["evaluator"] = run.evaluator
         changes = store.RunChanges({"rounds": max(run.rounds, round)})
+        points_open = bool(run.binding_points)
         _bill(
             rt,
             session,
@@ -256,7 +266,10 @@ async def act(
             "uncertainties": result.uncertainties,
             "actor_usage": result.usage.model_dump(mode="json"),
             "rolled_back": rolled_back or None,
+            "responses": [r.model_dump(mode="json") for r in result.responses] or None,
         }
+        if row is None and revising and points_open:
+            changes.values["human_rounds"] = run.human_rounds + 1  # a person asked for it
         out["run_tokens"] = changes.tokens(run)
         out["run_cost"] = changes.cost(run)
         stop: Stop | None = None
@@ -296,7 +309,9 @@ async def act(
             },
         )
         if stop is None and not out["shrank"]:
-            stop = after_output(policy, round=round, seen_hashes=seen_hashes, out=out)
+            stop = after_output(
+                policy, round=round, seen_hashes=seen_hashes, out=out, points_open=points_open
+            )
         if stop is not None:
             store.update_run(session, run, changes)
             _finish_run(rt, session, run_id, stop, round)
@@ -443,6 +458,7 @@ async def critique(
             round=round,
             evaluation=evaluation,
             reflections=_reflections(human),
+            binding_points=run.binding_points or [],
         )
         issues = (previous.critique or {}).get("issues", []) if previous else []
         return request, list(issues)
@@ -493,6 +509,26 @@ async def critique(
                 "adoption": adoption,
             },
         )
+        unmet = [c["point"] for c in doc["binding_checks"] if not c["satisfied"]]
+        if run.binding_points and not unmet:
+            changes.values.update(binding_points=None, binding_attempts=0)
+        elif run.binding_points:
+            changes.values["binding_attempts"] = run.binding_attempts + 1
+            store.add_reflection(
+                session,
+                run_id,
+                round,
+                "critic",
+                "This version does not yet apply the reviewer's binding points:\n"
+                + "\n".join(f"- {point}" for point in unmet),
+            )
+        if run.binding_points:
+            store.append_event(
+                session,
+                run_id,
+                "round.binding_checks",
+                {"round": round, "points": len(doc["binding_checks"]), "unmet": len(unmet)},
+            )
         if doc["verdict"] != "pass" or evaluation_passed is False:
             lines = [doc["reflection"]] + [
                 f"- [{i['severity']}] {i['dimension']}: {i['suggestion']}"
@@ -524,6 +560,9 @@ async def critique(
             critique=decision,
             evaluation_passed=evaluation_passed,
             previous_signature=previous_signature,
+            human_rounds=run.human_rounds,
+            unmet_points=unmet if run.binding_points else [],
+            unmet_attempts=run.binding_attempts + 1 if run.binding_points and unmet else 0,
         )
         if stop is not None:
             store.update_run(session, run, changes)

@@ -53,6 +53,9 @@ _RUN_COLUMNS = (
     RUNS.c.cost_usd,
     RUNS.c.lessons_used,
     RUNS.c.tags,
+    RUNS.c.binding_points,
+    RUNS.c.binding_attempts,
+    RUNS.c.human_rounds,
 )
 _SELECT_RUN = sa.select(*_RUN_COLUMNS).where(RUNS.c.id == sa.bindparam("run_id"))
 
@@ -75,6 +78,9 @@ class RunState:
     cost_usd: float
     lessons_used: list[str] | None
     tags: list[str] | None
+    binding_points: list[str] | None
+    binding_attempts: int
+    human_rounds: int
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from orchestrator.engine import records
 from orchestrator.engine.policy import Stop, output_hash
 from orchestrator.events.repository import append_event
 from orchestrator.reviews.lessons import promote
-from orchestrator.tables import Reflection, ReviewItem, Run, utcnow
+from orchestrator.tables import Reflection, ReviewItem, Round, Run, utcnow
 from shared.errors import AppError, BadRequest, Conflict, NotFound
 from shared.orchestration import (
     DecisionAction,
@@ -33,6 +33,7 @@ from shared.orchestration import (
     ReviewSummary,
     RunStatus,
     StopReason,
+    comment_points,
 )
 
 
@@ -58,6 +59,7 @@ ALLOWED: dict[ReviewKind, tuple[DecisionAction, ...]] = {
         DecisionAction.reject,
     ),
     ReviewKind.escalation: (
+        DecisionAction.comment,
         DecisionAction.retry,
         DecisionAction.approve,
         DecisionAction.edit,
@@ -220,22 +222,41 @@ class ReviewService:
                     session, run, decision.comment, decision.lesson_scope, author
                 ).id
         action = decision.action
+        final_round = item.round or None
         if action is DecisionAction.edit:
-            row = records.load_round(session, run.id, item.round)
-            if row is None:
+            # The edit is a new version (provenance "human"); the one it replaces stays.
+            if records.load_round(session, run.id, item.round) is None:
                 raise Conflict(f"run {run.id} has no output in round {item.round} to edit")
             assert decision.output is not None
-            row.rolled_back = [
-                *(row.rolled_back or []),
-                {"attempt": 0, "output": row.output, "reason": f"edited by {author}"},
-            ]
-            row.output, row.output_hash = decision.output, output_hash(decision.output)
-            row.updated_at = now
-            session.add(row)
+            final_round = run.rounds + 1
+            session.add(
+                Round(
+                    run_id=run.id,
+                    number=final_round,
+                    output=decision.output,
+                    output_hash=output_hash(decision.output),
+                    provenance="human",
+                    review={"review_id": item.id, "edited_by": author, "from_round": item.round},
+                )
+            )
+            run.rounds = final_round
+            run.human_rounds += 1
+            append_event(
+                session,
+                run.id,
+                "round.output",
+                {
+                    "round": final_round,
+                    "stage": "edit",
+                    "provenance": "human",
+                    "output_hash": output_hash(decision.output),
+                    "chars": len(decision.output),
+                },
+            )
             session.flush()
         if action is DecisionAction.approve or (action is DecisionAction.edit and decision.finish):
             stop = Stop(RunStatus.succeeded, StopReason.review_approved, error_class="none")
-            records.finalize(session, run, stop, final_round=item.round or None)
+            records.finalize(session, run, stop, final_round=final_round)
         elif action is DecisionAction.reject:
             stop = Stop(
                 RunStatus.failed,
@@ -253,8 +274,13 @@ class ReviewService:
                 run.rounds + 1 if run.rounds else 1,
                 "revise" if run.rounds else "draft",
             )
-        else:  # comment, or edit and carry on: the critic looks at this round now
-            resume = Resume(run.id, item.id, item.round, "critique")
+        elif action is DecisionAction.comment:
+            # The comment binds the next revision: it comes next, whatever the item was.
+            run.binding_points = decision.points or comment_points(decision.comment or "")
+            run.binding_attempts = 0
+            resume = Resume(run.id, item.id, run.rounds + 1, "revise")
+        else:  # edit and carry on: the critic looks at the edited version now
+            resume = Resume(run.id, item.id, final_round or item.round, "critique")
         if resume is not None:
             run.stop_reason = run.error_class = run.detail = run.final_output = None
             run.final_round = None
@@ -272,6 +298,7 @@ class ReviewService:
             "author": author,
             "at": now.isoformat(),
             "comment": decision.comment,
+            "points": run.binding_points if action is DecisionAction.comment else None,
             "edited": action is DecisionAction.edit,
             "rounds": decision.rounds if action is DecisionAction.retry else None,
             "idempotency_key": idempotency_key,

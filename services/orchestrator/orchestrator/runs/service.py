@@ -101,6 +101,8 @@ class RunService:
             finished_at=run.finished_at,
             tags=run.tags or [],
             lessons_used=run.lessons_used or [],
+            binding_points=run.binding_points or [],
+            human_rounds=run.human_rounds,
             rounds=[
                 RoundPublic(
                     number=r.number,
@@ -113,6 +115,8 @@ class RunService:
                     rolled_back=r.rolled_back or [],
                     adoption=r.adoption,
                     usage={"actor": r.actor_usage, "critic": r.critic_usage},
+                    provenance=r.provenance,
+                    responses=r.responses or [],
                 )
                 for r in rounds
             ],
