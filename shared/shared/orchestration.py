@@ -450,6 +450,20 @@ class ProviderStats(WireModel):
     unpriced_calls: int = Field(description="Calls of a model with no price entry (cost 0).")
 
 
+class AgreementStats(WireModel):
+    """How often a person's decision agreed with the Critic's verdict on the same version."""
+
+    provider: str = Field(description="The Critic's provider.")
+    profile: str = Field(description="The critic profile the runs used.")
+    decisions: int = Field(description="Decisions on a version the Critic had judged.")
+    agreed: int
+    overruled: int = Field(
+        description="A comment, edit, reject or retry on what the Critic passed, or an "
+        "approval of what it wanted revised."
+    )
+    rate: float = Field(description="agreed / decisions.")
+
+
 class StatsPublic(WireModel):
     """Aggregates of the read model: they survive restarts, unlike the Prometheus counters."""
 
@@ -468,3 +482,6 @@ class StatsPublic(WireModel):
         description="True when only the newest calls were counted (see model_calls)."
     )
     providers: list[ProviderStats]
+    critic_agreement: list[AgreementStats] = Field(
+        default=[], description="Person vs Critic, per critic provider and profile."
+    )

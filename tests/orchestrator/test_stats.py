@@ -167,3 +167,44 @@ class TestStatsAccess:
             "error": "BadRequest",
             "detail": "since is out of range once converted to UTC: 0001-01-01 00:00:00+01:00",
         }
+
+
+async def decide_escalation(api, run_id: str, **decision) -> dict:
+    [item] = (await api.get("/v1/reviews", params={"run_id": run_id})).json()["items"]
+    headers = {"Authorization": f"Bearer {await mint(api, 'reviewer')}"}
+    assert (await api.post(f"/v1/reviews/{item['id']}/claim", headers=headers)).is_success
+    response = await api.post(f"/v1/reviews/{item['id']}/decision", json=decision, headers=headers)
+    assert response.status_code == 200, response.text
+    return (await api.get(f"/v1/reviews/{item['id']}")).json()
+
+
+class TestCriticAgreement:
+    async def test_a_person_overruling_the_critic_is_counted_per_provider(self, api):
+        # both escalate max_rounds with the Critic asking for a revision of round 1
+        overruled = await wait_for(api, await start(api, task=ESCALATES, policy={"max_rounds": 1}))
+        agreed = await wait_for(api, await start(api, task=ESCALATES, policy={"max_rounds": 1}))
+        approved = await decide_escalation(api, overruled["id"], action="approve")
+        commented = await decide_escalation(api, agreed["id"], action="comment", comment="More.")
+        assert approved["decision"]["critic_verdict"] == "revise"
+        assert approved["decision"]["agreed_with_critic"] is False
+        assert commented["decision"]["agreed_with_critic"] is True
+        # a decision before any critique is no agreement either way
+        paused = await wait_for(
+            api, await start(api, task=PASSES, policy={"review": "first_round"})
+        )
+        before = await decide_escalation(api, paused["id"], action="approve")
+        assert before["decision"]["agreed_with_critic"] is None
+        assert (await stats(api))["critic_agreement"] == [
+            {
+                "provider": "anthropic",
+                "profile": "default",
+                "decisions": 2,
+                "agreed": 1,
+                "overruled": 1,
+                "rate": 0.5,
+            }
+        ]
+
+    async def test_no_decision_means_no_agreement_figures(self, api):
+        await two_runs(api)
+        assert (await stats(api))["critic_agreement"] == []

@@ -633,9 +633,13 @@ def test_metrics_chart_outcomes_rounds_adoption_latency_and_cost():
         "Runs by status",
         "Finished runs by stop reason",
         "Rounds per finished run",
+        "A person and the Critic",
         "Model calls by provider",
         "Latency (ms)",
         "Cost (USD)",
+    ]
+    assert "No reviewer has decided on a version the Critic had judged yet." in [
+        c.value for c in at.caption
     ]
     status, stop, rounds, latency, cost = charts(at)
     assert chart_rows(status) == [
@@ -658,6 +662,21 @@ def test_metrics_chart_outcomes_rounds_adoption_latency_and_cost():
     assert list(table["p50 ms"]) == [420.0, 180.0]
     assert list(table["p95 ms"]) == [390.0, 390.0]
     assert list(table["models"]) == ["claude-sonnet-4-6", "gpt-5-mini"]
+
+
+def test_metrics_show_how_often_reviewers_agreed_with_the_critic():
+    agreement = {
+        "provider": "anthropic",
+        "profile": "default",
+        "decisions": 4,
+        "agreed": 3,
+        "overruled": 1,
+        "rate": 0.75,
+    }
+    at = open_metrics(FakeClient(stats=stats_body(critic_agreement=[agreement])))
+    table = at.dataframe[0].value
+    assert list(table["critic provider"]) == ["anthropic"]
+    assert (list(table["overruled"]), list(table["agreement"])) == ([1], ["75%"])
 
 
 def test_metrics_without_data_says_so():

@@ -78,6 +78,31 @@ if stats["rounds_per_run"]:
 else:
     st.caption("No run has finished yet.")
 
+st.subheader("A person and the Critic")
+agreement = stats.get("critic_agreement") or []
+if agreement:
+    st.caption(
+        "How often a reviewer's decision agreed with the Critic's verdict on the same "
+        "version. Overruled: a comment, edit, reject or retry on what the Critic passed, "
+        "or an approval of what it wanted revised."
+    )
+    st.dataframe(
+        [
+            {
+                "critic provider": a["provider"],
+                "profile": a["profile"],
+                "decisions": a["decisions"],
+                "agreed": a["agreed"],
+                "overruled": a["overruled"],
+                "agreement": f"{a['rate']:.0%}",
+            }
+            for a in agreement
+        ],
+        hide_index=True,
+    )
+else:
+    st.caption("No reviewer has decided on a version the Critic had judged yet.")
+
 st.subheader("Model calls by provider")
 if not providers:
     st.caption("No model calls yet.")

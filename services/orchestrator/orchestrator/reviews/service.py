@@ -68,6 +68,19 @@ ALLOWED: dict[ReviewKind, tuple[DecisionAction, ...]] = {
 }
 
 
+def critic_agreement(
+    session: Session, run: Run, round: int, action: DecisionAction
+) -> tuple[str | None, bool | None]:
+    """The Critic's verdict on the version the person decided on, and whether the person
+    agreed: approving is a pass; commenting, editing, rejecting or retrying is not. None
+    when the Critic had not judged that version (a review before the critique)."""
+    row = records.load_round(session, run.id, round) if round else None
+    verdict = (row.critique or {}).get("verdict") if row is not None else None
+    if verdict is None:
+        return None, None
+    return str(verdict), (verdict == "pass") == (action is DecisionAction.approve)
+
+
 def effective_status(item: ReviewItem, now: datetime) -> ReviewStatus:
     lease = item.lease_expires_at  # UTCDateTime: aware on every database
     if item.status == ReviewStatus.claimed.value and lease is not None and lease <= now:
@@ -292,7 +305,10 @@ class ReviewService:
         item.status = ReviewStatus.resolved.value
         item.resolved_at = now
         item.lease_expires_at = None
+        critic_verdict, agreed = critic_agreement(session, run, item.round, action)
         item.decision = {
+            "critic_verdict": critic_verdict,
+            "agreed_with_critic": agreed,
             "action": action.value,
             "by": principal.id,
             "author": author,
@@ -310,7 +326,12 @@ class ReviewService:
             session,
             run.id,
             "review.decided",
-            {"review_id": item.id, "action": action.value, "by": principal.id},
+            {
+                "review_id": item.id,
+                "action": action.value,
+                "by": principal.id,
+                "agreed_with_critic": agreed,
+            },
         )
         result = DecisionResult(
             review_id=item.id, run_id=run.id, action=action, run_status=RunStatus(run.status)

@@ -16,9 +16,16 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
-from orchestrator.tables import ModelCall, Round, Run, utcnow
+from orchestrator.tables import ModelCall, ReviewItem, Round, Run, utcnow
 from shared.errors import BadRequest
-from shared.orchestration import FINAL_STATUSES, ProviderStats, RoundsBucket, StatsPublic
+from shared.orchestration import (
+    FINAL_STATUSES,
+    AgreementStats,
+    ProviderStats,
+    ReviewStatus,
+    RoundsBucket,
+    StatsPublic,
+)
 
 MAX_CALLS = 100_000
 _STREAM = {"yield_per": 1000}
@@ -144,6 +151,24 @@ class StatsService:
             folds.setdefault(key, _Fold()).add(doc, latency_ms)
         rows.close()
 
+        agreement: dict[tuple[str, str], list[int]] = {}
+        decided = session.exec(
+            select(ReviewItem.decision, Run.critic_info, Run.policy)
+            .join(Run, col(Run.id) == col(ReviewItem.run_id))
+            .where(col(ReviewItem.status) == ReviewStatus.resolved.value, *recent),
+            execution_options=_STREAM,
+        )
+        for decision, critic_info, policy in decided:
+            agreed = (decision or {}).get("agreed_with_critic")
+            if agreed is None:
+                continue
+            provider = str((critic_info or {}).get("provider") or "unknown")
+            profile = str((policy or {}).get("profile") or "default")
+            tally = agreement.setdefault((provider, profile), [0, 0])
+            tally[0] += 1
+            tally[1] += int(bool(agreed))
+        decided.close()
+
         return StatsPublic(
             since=since,
             generated_at=utcnow(),
@@ -157,5 +182,16 @@ class StatsService:
             model_calls_truncated=truncated,
             providers=[
                 fold.public(provider, role) for (provider, role), fold in sorted(folds.items())
+            ],
+            critic_agreement=[
+                AgreementStats(
+                    provider=provider,
+                    profile=profile,
+                    decisions=total,
+                    agreed=agreed,
+                    overruled=total - agreed,
+                    rate=round(agreed / total, 4),
+                )
+                for (provider, profile), (total, agreed) in sorted(agreement.items())
             ],
         )
