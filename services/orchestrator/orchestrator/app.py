@@ -76,6 +76,11 @@ def create_app(
             with session_scope(engine) as session:
                 lock_startup(session)
                 TokenService().bootstrap_admin(session, settings.admin_token.get_secret_value())
+        if cluster is not None:
+            # First, and before DBOS launches and recovers this executor id's pending
+            # workflows: claim the id, so no other live process uses it and the leader leaves
+            # this replica's work alone.
+            await cluster.join()
         token = settings.service_token.get_secret_value()
         peers: dict[str, Peer] = {}
         for name, url in (
@@ -102,9 +107,6 @@ def create_app(
         )
         listener: asyncio.Task[None] | None = None
         if cluster is not None:
-            # Before DBOS launches and recovers this executor id's pending workflows: claim the
-            # id, so no other live process uses it and the leader leaves our work alone.
-            await cluster.join()
             conninfo, connect_kwargs = connection_kwargs(
                 settings.database_url, settings.replica_timeout_s
             )
