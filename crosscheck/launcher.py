@@ -143,7 +143,14 @@ def plan(
 
 
 REPLICA_PORT_STEP = 10
-MAX_REPLICAS = 8
+MAX_REPLICAS = 4
+# Per replica: read-model pool + overflow + DBOS system pool (+2 control connections) = 22,
+# so four replicas stay under Postgres's default max_connections of 100.
+REPLICA_POOLS = (
+    ("ORCHESTRATOR_DB_POOL_SIZE", "4"),
+    ("ORCHESTRATOR_DB_MAX_OVERFLOW", "8"),
+    ("ORCHESTRATOR_SYSTEM_DB_POOL_SIZE", "8"),
+)
 
 
 class PlanError(Exception):
@@ -171,6 +178,7 @@ def _with_replicas(services: list[ServiceSpec], env: dict[str, str], n: int) -> 
             overrides=(
                 ("ORCHESTRATOR_PORT", str(base_port + REPLICA_PORT_STEP * i)),
                 ("ORCHESTRATOR_EXECUTOR_ID", base_id if i == 0 else f"{base_id}-{i + 1}"),
+                *((name, env.get(name, value)) for name, value in REPLICA_POOLS),
             ),
         )
         for i in range(n)

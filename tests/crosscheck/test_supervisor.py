@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -112,8 +113,20 @@ class TestReplicas:
             plan({}, replicas=2)
 
     def test_the_replica_count_is_bounded(self):
-        with pytest.raises(PlanError, match="between 1 and 8"):
-            plan({"DATABASE_URL": "postgresql://db/x"}, replicas=9)
+        with pytest.raises(PlanError, match="between 1 and 4"):
+            plan({"DATABASE_URL": "postgresql://db/x"}, replicas=5)
+
+    def test_replica_pools_fit_postgres_default_connection_limit(self):
+        p = plan({"DATABASE_URL": "postgresql://db/x"}, replicas=4)
+        total = 0
+        for spec in (s for s in p.services if s.name.startswith("orchestrator")):
+            env = spec.environment(p.env)
+            total += sum(
+                int(env[f"ORCHESTRATOR_{name}"])
+                for name in ("DB_POOL_SIZE", "DB_MAX_OVERFLOW", "SYSTEM_DB_POOL_SIZE")
+            )
+            total += 2  # the replica's control and LISTEN connections
+        assert total <= 100
 
     def test_up_refuses_replicas_on_sqlite_before_starting_anything(self, tmp_path):
         result = runner.invoke(
@@ -278,8 +291,6 @@ class TestStatus:
 
 
 def subprocess_pid_that_exited() -> int:
-    import subprocess
-
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
     return child.pid
@@ -298,3 +309,64 @@ class TestStartStopCycles:
             assert cycle.processes >= 6  # up, fake model, actor, critic, sandbox + its workers
             assert not cycle.left_processes, cycle
             assert not cycle.left_ports, cycle
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+class TestUpWithReplicas:
+    def test_up_runs_replicas_on_one_postgres_and_one_comes_back_after_kill_9(self, tmp_path):
+        import httpx
+
+        from tests.support.databases import fresh_postgres_database
+
+        ports = {p: free_port() for p in ("ACTOR", "CRITIC", "FAKEMODEL")}
+        base = free_port()
+        with fresh_postgres_database("cc_up") as database_url:
+            env = {
+                **os.environ,
+                **{f"{name}_PORT": str(port) for name, port in ports.items()},
+                "ORCHESTRATOR_PORT": str(base),
+                "DATABASE_URL": database_url,
+                "CROSSCHECK_LOG_LEVEL": "WARNING",
+                "ORCHESTRATOR_HEARTBEAT_S": "0.5",
+                "ORCHESTRATOR_REPLICA_TIMEOUT_S": "2",
+            }
+            command = [sys.executable, "-m", "crosscheck", "up", "--replicas", "2"]
+            command += ["--no-console", "--no-sandbox"]
+            out = (tmp_path / "up.out").open("wb")
+            up = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=out, stderr=out)
+            try:
+                deadline = time.monotonic() + 120
+                while b"Press Ctrl-C" not in (tmp_path / "up.out").read_bytes():
+                    assert up.poll() is None, (tmp_path / "up.out").read_text()
+                    assert time.monotonic() < deadline, (tmp_path / "up.out").read_text()
+                    time.sleep(0.2)
+                token = dict(
+                    line.split("=", 1)
+                    for line in (tmp_path / "var" / "crosscheck.env").read_text().splitlines()
+                )["CROSSCHECK_TOKEN"]
+                second = f"http://127.0.0.1:{base + REPLICA_PORT_STEP}"
+                headers = {"Authorization": f"Bearer {token}"}
+
+                def cluster() -> dict:
+                    return httpx.get(f"{second}/v1/cluster", headers=headers, timeout=5).json()
+
+                assert {r["executor_id"] for r in cluster()["replicas"]} == {"local", "local-2"}
+                state = json.loads((tmp_path / "var" / "run" / "up.json").read_text())
+                first = next(s for s in state["services"] if s["name"] == "orchestrator-1")
+                os.kill(first["pid"], signal.SIGKILL)
+                deadline = time.monotonic() + 60
+                while True:  # replica 2 leads meanwhile; replica 1 comes back under its own id
+                    state = json.loads((tmp_path / "var" / "run" / "up.json").read_text())
+                    first = next(s for s in state["services"] if s["name"] == "orchestrator-1")
+                    if first["restarts"] == 1 and first["state"] == "healthy":
+                        break
+                    assert time.monotonic() < deadline, state
+                    time.sleep(0.2)
+                alive = {r["executor_id"] for r in cluster()["replicas"] if r["alive"]}
+                assert alive == {"local", "local-2"}
+            finally:
+                up.send_signal(signal.SIGTERM)
+                up.wait(timeout=60)
+                out.close()
+            assert up.returncode == 0
