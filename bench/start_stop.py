@@ -99,7 +99,8 @@ def one_cycle(
 ) -> Cycle:
     cycle = Cycle(stop)
     ports = [int(env[f"{p}_PORT"]) for p in PREFIXES]
-    log = cwd / "start_stop.out"
+    log = cwd / "var" / "start_stop.out"
+    log.parent.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
     with log.open("wb") as out:
         top = subprocess.Popen(
