@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import (
+    AfterValidator,
+    Field,
+    SecretStr,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 
 from shared.contracts import (
     MAX_OUTPUT_CHARS,
@@ -113,6 +123,32 @@ class Policy(WireModel):
     )
 
 
+MAX_URL_CHARS = 2000
+
+
+def http_url(value: str) -> str:
+    """An absolute http(s) URL with a host and no credentials (they would be shown)."""
+    try:
+        parts = urlsplit(value)
+        port = parts.port  # raises on a malformed port
+    except ValueError as exc:
+        raise ValueError(f"not a valid URL: {exc}") from None
+    if parts.scheme not in ("http", "https"):
+        raise ValueError("must be an http:// or https:// URL")
+    if not parts.hostname:
+        raise ValueError("must name a host, as in https://example.com/hooks")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("must not carry credentials (user:password@); the signature authenticates")
+    if port == 0 or any(c.isspace() for c in value):
+        raise ValueError("not a valid URL")
+    return value
+
+
+HttpUrlText = Annotated[
+    str, StringConstraints(min_length=1, max_length=MAX_URL_CHARS), AfterValidator(http_url)
+]
+
+
 class RunCreate(WireModel):
     task: TaskText
     kind: TaskKind = TaskKind.text
@@ -131,6 +167,12 @@ class RunCreate(WireModel):
         list[Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,49}$")]],
         Field(max_length=10),
     ] = Field(default_factory=list, description="Lessons scoped to these tags apply.")
+    callback_url: HttpUrlText | None = Field(
+        default=None,
+        description="Where this run's run.finished, run.escalated, review.created and "
+        "review.decided are POSTed as signed webhooks (the platform secret "
+        "ORCHESTRATOR_WEBHOOK_SECRET signs them; it must be configured).",
+    )
 
     @model_validator(mode="after")
     def _evaluator_fits(self) -> RunCreate:
@@ -485,3 +527,101 @@ class StatsPublic(WireModel):
     critic_agreement: list[AgreementStats] = Field(
         default=[], description="Person vs Critic, per critic provider and profile."
     )
+
+
+class WebhookEvent(StrEnum):
+    run_finished = "run.finished"
+    run_escalated = "run.escalated"
+    review_created = "review.created"
+    review_decided = "review.decided"
+
+
+class DeliveryStatus(StrEnum):
+    pending = "pending"
+    delivered = "delivered"
+    failed = "failed"
+
+
+MIN_SECRET_BYTES = 24
+MAX_SECRET_BYTES = 256
+SECRET_PREFIX = "whsec_"
+
+
+def webhook_secret_bytes(value: str) -> bytes:
+    """The key a webhook secret signs with: ``whsec_<base64>`` decoded, else the UTF-8 bytes.
+
+    Errors never quote the value."""
+    if value.startswith(SECRET_PREFIX):
+        encoded = value[len(SECRET_PREFIX) :]
+        try:
+            key = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError(
+                "a secret starting with whsec_ must be followed by standard base64"
+            ) from None
+    else:
+        key = value.encode()
+    if len(key) < MIN_SECRET_BYTES:
+        raise ValueError(
+            f"must be at least {MIN_SECRET_BYTES} bytes (whsec_ secrets: after base64 decoding)"
+        )
+    if len(key) > MAX_SECRET_BYTES:
+        raise ValueError(f"must be at most {MAX_SECRET_BYTES} bytes")
+    return key
+
+
+class WebhookCreate(WireModel):
+    url: HttpUrlText
+    events: Annotated[list[WebhookEvent], Field(min_length=1, max_length=len(WebhookEvent))] = (
+        Field(description="Which events this subscription receives.")
+    )
+    secret: SecretStr = Field(
+        description="The signing secret: `whsec_<base64>` (the Standard Webhooks format; the "
+        "decoded bytes sign) or any other string (its UTF-8 bytes sign); at least 24 bytes "
+        "either way. Stored encrypted, never shown again."
+    )
+
+    @field_validator("secret")
+    @classmethod
+    def _strong_secret(cls, value: SecretStr) -> SecretStr:
+        webhook_secret_bytes(value.get_secret_value())
+        return value
+
+    @model_validator(mode="after")
+    def _unique_events(self) -> WebhookCreate:
+        self.events = list(dict.fromkeys(self.events))
+        return self
+
+
+class WebhookPublic(WireModel):
+    id: str
+    url: str
+    events: list[WebhookEvent]
+    created_at: datetime
+
+
+class WebhookList(WireModel):
+    items: list[WebhookPublic]
+
+
+class WebhookDelivery(WireModel):
+    """One message to one destination; ``id`` is its ``webhook-id`` (kept across retries)."""
+
+    id: str
+    subscription_id: str | None = Field(description="None: the run's own callback_url.")
+    run_id: str | None
+    url: str
+    event_type: WebhookEvent
+    status: DeliveryStatus
+    attempts: int
+    next_attempt_at: datetime | None = Field(description="When a pending delivery is tried next.")
+    last_attempt_at: datetime | None
+    last_status_code: int | None
+    last_error: str | None
+    created_at: datetime
+    delivered_at: datetime | None
+
+
+class DeliveryPage(WireModel):
+    items: list[WebhookDelivery]
+    next_cursor: str | None = None

@@ -8,6 +8,7 @@ from typing import Self
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from shared.orchestration import webhook_secret_bytes
 from shared.settings import MIN_TOKEN_CHARS, WEAK_TOKENS, ServiceSettings
 
 
@@ -103,6 +104,77 @@ class OrchestratorSettings(ServiceSettings):
         "(default http://HOST:PORT).",
     )
 
+    webhook_secret: SecretStr | None = Field(
+        default=None,
+        description="The platform signing secret of per-run callback_url webhooks "
+        "(whsec_<base64> or a string of at least 24 bytes). Unset: a run with a callback_url "
+        "is refused (422).",
+    )
+    webhook_key: SecretStr | None = Field(
+        default=None,
+        description="Fernet key(s) that encrypt subscription secrets at rest, comma-separated "
+        "(the first encrypts, every one decrypts: rotation). Unset: derived from "
+        "CROSSCHECK_ADMIN_TOKEN with HKDF-SHA256.",
+    )
+    webhook_timeout_s: float = Field(
+        default=5.0, gt=0, le=60, description="Timeout of one webhook POST."
+    )
+    webhook_retry_initial_s: float = Field(
+        default=1.0, gt=0, le=3600, description="Delay before the first retry; doubles each time."
+    )
+    webhook_retry_max_s: float = Field(
+        default=300.0, gt=0, le=86400, description="Longest delay between two attempts."
+    )
+    webhook_max_attempts: int = Field(
+        default=10, ge=1, le=100, description="Attempts before a delivery is marked failed."
+    )
+    webhook_max_age_s: float = Field(
+        default=86400.0,
+        gt=0,
+        le=30 * 86400,
+        description="A delivery still undelivered this long after it was queued is failed.",
+    )
+    webhook_concurrency: int = Field(
+        default=16, ge=1, le=256, description="Deliveries in flight at once, per process."
+    )
+    webhook_poll_s: float = Field(
+        default=0.5,
+        gt=0,
+        le=60,
+        description="How often the delivery worker looks for due deliveries when not woken.",
+    )
+    webhook_max_subscriptions: int = Field(default=100, ge=1, le=10_000)
+
+    @field_validator("webhook_secret")
+    @classmethod
+    def _usable_webhook_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value():
+            return None
+        try:
+            webhook_secret_bytes(value.get_secret_value())
+        except ValueError as exc:
+            raise ValueError(f"ORCHESTRATOR_WEBHOOK_SECRET {exc}") from None
+        return value
+
+    @field_validator("webhook_key")
+    @classmethod
+    def _fernet_keys(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value().strip():
+            return None
+        from cryptography.fernet import Fernet
+
+        for key in value.get_secret_value().split(","):
+            try:
+                Fernet(key.strip())
+            except ValueError:
+                raise ValueError(
+                    "ORCHESTRATOR_WEBHOOK_KEY must be one or more Fernet keys separated by "
+                    "commas (32 url-safe base64-encoded bytes each; make one with: "
+                    "python -c 'from cryptography.fernet import Fernet; "
+                    "print(Fernet.generate_key().decode())')"
+                ) from None
+        return value
+
     @field_validator("executor_id")
     @classmethod
     def _plain_executor_id(cls, value: str) -> str:
@@ -120,6 +192,15 @@ class OrchestratorSettings(ServiceSettings):
                 f"ORCHESTRATOR_REPLICA_TIMEOUT_S ({self.replica_timeout_s:g}) must be at least "
                 f"twice ORCHESTRATOR_HEARTBEAT_S ({self.heartbeat_s:g}), or one late heartbeat "
                 "would make a live replica look dead"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _retry_cap_covers_start(self) -> Self:
+        if self.webhook_retry_max_s < self.webhook_retry_initial_s:
+            raise ValueError(
+                f"ORCHESTRATOR_WEBHOOK_RETRY_MAX_S ({self.webhook_retry_max_s:g}) must be at least "
+                f"ORCHESTRATOR_WEBHOOK_RETRY_INITIAL_S ({self.webhook_retry_initial_s:g})"
             )
         return self
 
@@ -143,3 +224,10 @@ class OrchestratorSettings(ServiceSettings):
     @property
     def address(self) -> str:
         return self.advertise_url or f"http://{self.host}:{self.port}"
+
+    def secrets(self) -> list[str]:
+        """Also each key of a comma-separated ORCHESTRATOR_WEBHOOK_KEY on its own."""
+        found = super().secrets()
+        if self.webhook_key is not None:
+            found.extend(k.strip() for k in self.webhook_key.get_secret_value().split(","))
+        return found

@@ -94,6 +94,7 @@ class Run(SQLModel, table=True):
     binding_points: list[str] | None = json_column()
     binding_attempts: int = 0
     human_rounds: int = 0  # rounds a person started: they do not count against max_rounds
+    callback_url: str | None = Field(default=None, max_length=2000)  # this run's webhooks
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
     finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime())
@@ -246,3 +247,41 @@ class Replica(SQLModel, table=True):
     stopped_at: datetime | None = Field(default=None, sa_type=UTCDateTime())
     recovered_at: datetime | None = Field(default=None, sa_type=UTCDateTime())
     recovered_workflows: int = 0
+
+
+class WebhookSubscription(SQLModel, table=True):
+    """An admin's subscription: these events, POSTed to this URL, signed with its secret."""
+
+    __tablename__ = "webhook_subscriptions"
+
+    id: str = Field(primary_key=True, max_length=64)
+    url: str = Field(max_length=2000)
+    events: list[str] = Field(sa_column=sa.Column(sa.JSON, nullable=False))
+    secret_encrypted: str  # Fernet token of the signing key; never leaves the process
+    created_by: str | None = Field(default=None, max_length=64)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
+
+
+class WebhookDelivery(SQLModel, table=True):
+    """The outbox: one message for one destination, written in the transaction of the event
+    that caused it. ``id`` is the ``webhook-id`` header, the same on every retry."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (sa.Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),)
+
+    id: str = Field(primary_key=True, max_length=64)
+    subscription_id: str | None = Field(default=None, index=True, max_length=64)  # None: callback
+    run_id: str | None = Field(default=None, index=True, max_length=64)
+    url: str = Field(max_length=2000)
+    event_type: str = Field(max_length=32)
+    body: str  # the exact JSON sent on every attempt
+    status: str = Field(max_length=16)  # pending, delivered, failed
+    attempts: int = 0
+    next_attempt_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
+    claimed_by: str | None = Field(default=None, max_length=100)  # executor id of the sender
+    last_attempt_at: datetime | None = Field(default=None, sa_type=UTCDateTime())
+    last_status_code: int | None = None
+    last_error: str | None = Field(default=None, max_length=500)
+    queued_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())  # budget start
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
+    delivered_at: datetime | None = Field(default=None, sa_type=UTCDateTime())

@@ -9,6 +9,7 @@ from sqlmodel import Session, col, select
 from orchestrator.engine.policy import Stop
 from orchestrator.events.repository import append_event
 from orchestrator.tables import Reflection, ReviewItem, Round, Run, new_id, utcnow
+from orchestrator.webhooks import outbox
 from shared.errors import NotFound
 from shared.orchestration import RunStatus
 
@@ -85,6 +86,7 @@ def finalize(session: Session, run: Run, stop: Stop, *, final_round: int | None)
     run.detail = stop.detail or None
     run.finished_at = utcnow()
     set_status(session, run, stop.status, stop_reason=stop.reason.value)
+    item: ReviewItem | None = None
     if stop.status is RunStatus.escalated:
         item = ReviewItem(
             id=new_id("rev"),
@@ -99,6 +101,7 @@ def finalize(session: Session, run: Run, stop: Stop, *, final_round: int | None)
         append_event(
             session, run.id, "review.created", {"review_id": item.id, "kind": "escalation"}
         )
+        outbox.review_created(session, run, item)
     append_event(
         session,
         run.id,
@@ -111,3 +114,4 @@ def finalize(session: Session, run: Run, stop: Stop, *, final_round: int | None)
             "final_round": final_round,
         },
     )
+    outbox.run_finished(session, run, review=item, context=item.context if item else None)

@@ -42,6 +42,7 @@ from orchestrator.tables import (
     new_id,
     utcnow,
 )
+from orchestrator.webhooks import outbox
 from shared.contracts import (
     ActorResult,
     CritiqueRequest,
@@ -421,6 +422,7 @@ def _pause(session: Session, run: Run, round: int, reason: str = "before_critiqu
         "review.created",
         {"review_id": item.id, "kind": "pre_critique", "round": round},
     )
+    outbox.review_created(session, run, item)
 
 
 # ------------------------------------------------------------------------ critique

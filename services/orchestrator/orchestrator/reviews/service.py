@@ -20,6 +20,7 @@ from orchestrator.engine.policy import Stop, output_hash
 from orchestrator.events.repository import append_event
 from orchestrator.reviews.lessons import promote
 from orchestrator.tables import Reflection, ReviewItem, Round, Run, utcnow
+from orchestrator.webhooks import outbox
 from shared.errors import AppError, BadRequest, Conflict, NotFound
 from shared.orchestration import (
     DecisionAction,
@@ -333,6 +334,7 @@ class ReviewService:
                 "agreed_with_critic": agreed,
             },
         )
+        outbox.review_decided(session, run, item, action.value, author)
         result = DecisionResult(
             review_id=item.id, run_id=run.id, action=action, run_status=RunStatus(run.status)
         )

@@ -1,0 +1,1 @@
+"""Signed webhooks (Standard Webhooks): subscriptions, the outbox and its delivery worker."""
