@@ -42,6 +42,10 @@ from orchestrator.runs.router import router as runs_router
 from orchestrator.settings import OrchestratorSettings
 from orchestrator.stats.router import router as stats_router
 from orchestrator.tables import utcnow
+from orchestrator.webhooks import outbox
+from orchestrator.webhooks.router import router as webhooks_router
+from orchestrator.webhooks.secrets import SecretBox
+from orchestrator.webhooks.worker import DeliveryWorker
 from shared.contracts import ServiceInfo
 from shared.logging import get_logger
 from shared.service import build_service_app
@@ -63,6 +67,7 @@ def create_app(
         max_overflow=settings.db_max_overflow,
     )
     db = Database(engine)
+    webhook_box = SecretBox.from_settings(settings)
     # SQLite: one process, as always. Postgres: replicas with heartbeats, a leader, failover,
     # and LISTEN/NOTIFY so every replica's websockets see every replica's events at once.
     cluster = None if engine.dialect.name == "sqlite" else Cluster(settings)
@@ -105,6 +110,10 @@ def create_app(
                 metrics=metrics,
             )
         )
+        # Webhooks: the outbox wakes this process's delivery worker after each commit that
+        # queued deliveries; the worker polls for the rest (other replicas, retries).
+        worker = DeliveryWorker(settings, db, webhook_box)
+        outbox.install(engine, callbacks=settings.webhook_secret is not None, wake=worker.wake)
         listener: asyncio.Task[None] | None = None
         if cluster is not None:
             conninfo, connect_kwargs = connection_kwargs(
@@ -143,6 +152,7 @@ def create_app(
             active=None if cluster is None else (lambda: cluster.is_leader),
         )
         sweeper = asyncio.create_task(sweep.run_forever())
+        deliveries = asyncio.create_task(worker.run_forever(), name="webhook-deliveries")
         log.info(
             "orchestrator ready",
             database=engine.dialect.name,
@@ -152,6 +162,10 @@ def create_app(
         try:
             yield
         finally:
+            deliveries.cancel()
+            await asyncio.gather(deliveries, return_exceptions=True)
+            await worker.aclose()
+            outbox.uninstall(engine)
             sweeper.cancel()
             if listener is not None:
                 listener.cancel()
@@ -186,6 +200,7 @@ def create_app(
     app.state.principals = PrincipalCache()
     app.state.hub = hub
     app.state.metrics = metrics
+    app.state.webhook_box = webhook_box
     app.include_router(runs_router)
     app.include_router(reviews_router)
     app.include_router(lessons_router)
@@ -194,6 +209,7 @@ def create_app(
     app.include_router(accounts_router)
     app.include_router(stats_router)
     app.include_router(cluster_router)
+    app.include_router(webhooks_router)
 
     @app.get("/metrics", tags=["ops"], response_class=Response)
     def prometheus_metrics() -> Response:

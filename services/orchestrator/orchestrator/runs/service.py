@@ -12,6 +12,8 @@ from orchestrator.engine import records
 from orchestrator.engine.policy import Stop
 from orchestrator.events.repository import append_event
 from orchestrator.tables import ModelCall, Run, new_id, utcnow
+from orchestrator.webhooks import outbox
+from orchestrator.webhooks.service import WebhookRefused
 from shared.contracts import TaskKind
 from shared.errors import BadRequest, Conflict
 from shared.orchestration import (
@@ -34,8 +36,10 @@ MAX_QUERY = 200
 
 
 def request_hash(body: RunCreate) -> str:
+    # Without a callback_url the hash is what it was before the field existed.
+    skip = {"callback_url"} if body.callback_url is None else None
     return hashlib.sha256(
-        json.dumps(body.model_dump(mode="json"), sort_keys=True).encode()
+        json.dumps(body.model_dump(mode="json", exclude=skip), sort_keys=True).encode()
     ).hexdigest()
 
 
@@ -57,6 +61,13 @@ class RunService:
                         "this Idempotency-Key was already used for a different request body"
                     )
                 return existing, False
+        if body.callback_url is not None and not outbox.callbacks_enabled(session):
+            raise WebhookRefused(
+                "callback_url",
+                "callbacks are signed with the platform secret and none is configured: set "
+                "ORCHESTRATOR_WEBHOOK_SECRET (whsec_<base64> or at least 24 random bytes) on "
+                "the orchestrator, or subscribe through POST /v1/webhooks",
+            )
         run = Run(
             id=new_id("run"),
             status=RunStatus.drafting.value,
@@ -71,6 +82,7 @@ class RunService:
             request_hash=digest,
             created_by=principal.id,
             tags=body.tags,
+            callback_url=body.callback_url,
         )
         session.add(run)
         append_event(session, run.id, "run.created", {"status": run.status, "kind": run.kind})

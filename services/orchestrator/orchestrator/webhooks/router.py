@@ -1,0 +1,76 @@
+"""Webhooks API (admin): subscriptions, the delivery log, redelivery."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, status
+
+from orchestrator.deps import Admin, SessionDep
+from orchestrator.webhooks.service import MAX_PAGE, WebhookService
+from shared.orchestration import (
+    DeliveryPage,
+    DeliveryStatus,
+    WebhookCreate,
+    WebhookDelivery,
+    WebhookList,
+    WebhookPublic,
+)
+
+router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"])
+service = WebhookService()
+IdText = Annotated[str, Query(max_length=64)]
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=WebhookPublic)
+def create_webhook(
+    body: WebhookCreate, admin: Admin, session: SessionDep, request: Request
+) -> WebhookPublic:
+    """Subscribe a URL to events; deliveries are signed with the secret (never shown again)."""
+    settings = request.app.state.settings
+    return service.create(
+        session, admin, body, request.app.state.webhook_box, settings.webhook_max_subscriptions
+    )
+
+
+@router.get("", response_model=WebhookList)
+def list_webhooks(admin: Admin, session: SessionDep) -> WebhookList:
+    """Every subscription (without its secret)."""
+    return service.list(session)
+
+
+@router.get("/deliveries", response_model=DeliveryPage)
+def list_deliveries(
+    admin: Admin,
+    session: SessionDep,
+    status_filter: Annotated[DeliveryStatus | None, Query(alias="status")] = None,
+    subscription_id: Annotated[str | None, Query(max_length=64)] = None,
+    run_id: Annotated[str | None, Query(max_length=64)] = None,
+    cursor: Annotated[str | None, Query(max_length=64)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+) -> DeliveryPage:
+    """Deliveries, newest first (no secret, no signature); pass next_cursor for more."""
+    return service.deliveries(
+        session,
+        status=status_filter,
+        subscription_id=subscription_id,
+        run_id=run_id,
+        cursor=cursor,
+        limit=limit,
+    )
+
+
+@router.post(
+    "/deliveries/{delivery_id}/redeliver",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=WebhookDelivery,
+)
+def redeliver(delivery_id: str, admin: Admin, session: SessionDep) -> WebhookDelivery:
+    """Send a delivery again (same webhook-id, so a receiver that has it can drop it)."""
+    return service.redeliver(session, delivery_id)
+
+
+@router.delete("/{subscription_id}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_webhook(subscription_id: str, admin: Admin, session: SessionDep) -> None:
+    """Delete a subscription; what it had not delivered yet is marked failed."""
+    service.delete(session, subscription_id)
