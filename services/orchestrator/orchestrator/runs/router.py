@@ -2,26 +2,126 @@
 
 from __future__ import annotations
 
+import asyncio
+import re
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response, status
+from fastapi.responses import JSONResponse
 from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session
 
 from orchestrator.db import Database
 from orchestrator.deps import Reader, ServiceCaller, SessionDep
+from orchestrator.engine import records
 from orchestrator.engine.launch import start_run
+from orchestrator.events.hub import EventHub
 from orchestrator.runs.service import MAX_PAGE, MAX_QUERY, RunService
-from shared.orchestration import RunCreate, RunCreated, RunPage, RunPublic, RunStatus, Trajectory
+from shared.orchestration import (
+    FINAL_STATUSES,
+    RunCreate,
+    RunCreated,
+    RunPage,
+    RunPublic,
+    RunStatus,
+    Trajectory,
+)
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
 service = RunService()
+
+# `Prefer: wait=N` (RFC 7240): the longest a create request waits for the run's outcome.
+MAX_WAIT_S = 60
+# What ends the wait: a final status, or a run that waits for a person.
+WAIT_ENDS = FINAL_STATUSES | {RunStatus.awaiting_review}
+_DELTA_SECONDS = re.compile(r"[0-9]{1,10}")
+
+CREATE_DESCRIPTION = f"""Start a reflection run; the same Idempotency-Key returns the same run.
+
+**`Prefer: wait=N`** (RFC 7240, N whole seconds): wait up to N seconds (at most {MAX_WAIT_S};
+larger values are capped) for the run to end or to wait for a person. If it gets there in time
+the answer is **200 with the full run** (as `GET /v1/runs/{{id}}`); otherwise **202** with
+`{{id, status}}` and `Location: /v1/runs/{{id}}`. Both carry `Preference-Applied: wait=N` with
+the wait applied. A `wait` preference that is not a whole number of seconds from 1 up is
+ignored, as RFC 7240 says (the request is answered as without it). A repeated request with the
+same Idempotency-Key waits the same way. Without the preference: 201 (200 for a replay).
+"""
+
+
+def prefer_wait(values: list[str]) -> int | None:
+    """The ``wait`` preference of ``Prefer`` header values in seconds, capped; None if absent.
+
+    ``Prefer: respond-async, wait=10``: preferences are separated by commas, their parameters
+    by semicolons. The first ``wait`` counts; one that is not 1*DIGIT >= 1 is ignored.
+    """
+    for value in values:
+        for preference in value.split(","):
+            name, _, raw = preference.split(";", 1)[0].partition("=")
+            if name.strip().lower() != "wait":
+                continue
+            token = raw.strip()
+            if len(token) >= 2 and token[0] == token[-1] == '"':
+                token = token[1:-1]
+            if not _DELTA_SECONDS.fullmatch(token) or int(token) < 1:
+                return None
+            return min(int(token), MAX_WAIT_S)
+    return None
+
+
+def _status(session: Session, run_id: str) -> RunStatus:
+    return RunStatus(records.load_run(session, run_id).status)
+
+
+async def wait_for_outcome(
+    db: Database, hub: EventHub, run_id: str, seconds: float
+) -> RunPublic | RunStatus:
+    """The full run once it ends or waits for a person, else its status after ``seconds``.
+
+    Sleeps on the event hub (every status change appends an event and wakes it) and reads
+    the run's status on each wake; a slow safety poll covers writers in other replicas.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    waiter = hub.subscribe()
+    try:
+        while True:
+            waiter.clear()  # before the read: a change committed after it still wakes us
+            current = await db.read(lambda s: _status(s, run_id))
+            if current in WAIT_ENDS:
+                return await db.read(lambda s: service.get(s, run_id))
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return current
+            try:
+                await asyncio.wait_for(waiter.wait(), timeout=min(remaining, hub.poll_s))
+            except TimeoutError:
+                pass
+    finally:
+        hub.unsubscribe(waiter)
 
 
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
     response_model=RunCreated,
-    responses={200: {"model": RunCreated, "description": "replayed for a known Idempotency-Key"}},
+    description=CREATE_DESCRIPTION,
+    responses={
+        200: {
+            "model": RunPublic | RunCreated,
+            "description": "With `Prefer: wait=N`: the run, ended or waiting for a person, "
+            "within N seconds (RunPublic). Without it: replayed for a known Idempotency-Key "
+            "(RunCreated).",
+        },
+        202: {
+            "model": RunCreated,
+            "description": "With `Prefer: wait=N`: still running after N seconds; follow "
+            "`Location`.",
+            "headers": {
+                "Location": {"schema": {"type": "string"}, "description": "/v1/runs/{id}"},
+                "Preference-Applied": {"schema": {"type": "string"}, "description": "wait=N"},
+            },
+        },
+    },
 )
 async def create_run(
     body: RunCreate,
@@ -31,8 +131,7 @@ async def create_run(
     idempotency_key: Annotated[
         str | None, Header(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")
     ] = None,
-) -> RunCreated:
-    """Start a reflection run; the same Idempotency-Key returns the same run."""
+) -> RunCreated | Response:
     db: Database = request.app.state.db
     try:
         run, created = await db.run(lambda s: service.create(s, caller, body, idempotency_key))
@@ -42,9 +141,20 @@ async def create_run(
     request.app.state.hub.notify()
     if created:
         await start_run(run.id)
-    else:
-        response.status_code = status.HTTP_200_OK
-    return RunCreated(id=run.id, status=RunStatus(run.status))
+    wait = prefer_wait(request.headers.getlist("prefer"))
+    if wait is None:
+        if not created:
+            response.status_code = status.HTTP_200_OK
+        return RunCreated(id=run.id, status=RunStatus(run.status))
+    applied = {"Preference-Applied": f"wait={wait}"}
+    outcome = await wait_for_outcome(db, request.app.state.hub, run.id, wait)
+    if isinstance(outcome, RunPublic):
+        return JSONResponse(outcome.model_dump(mode="json"), headers=applied)
+    return JSONResponse(
+        RunCreated(id=run.id, status=outcome).model_dump(mode="json"),
+        status_code=status.HTTP_202_ACCEPTED,
+        headers={**applied, "Location": f"/v1/runs/{run.id}"},
+    )
 
 
 @router.get("", response_model=RunPage)
