@@ -133,13 +133,15 @@ def http_url(value: str) -> str:
         port = parts.port  # raises on a malformed port
     except ValueError as exc:
         raise ValueError(f"not a valid URL: {exc}") from None
+    if not value.isascii() or not value.isprintable():
+        raise ValueError("must be printable ASCII (percent-encode other characters)")
     if parts.scheme not in ("http", "https"):
         raise ValueError("must be an http:// or https:// URL")
     if not parts.hostname:
         raise ValueError("must name a host, as in https://example.com/hooks")
     if parts.username is not None or parts.password is not None:
         raise ValueError("must not carry credentials (user:password@); the signature authenticates")
-    if port == 0 or any(c.isspace() for c in value):
+    if port == 0 or " " in value:
         raise ValueError("not a valid URL")
     return value
 

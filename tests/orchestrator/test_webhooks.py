@@ -19,8 +19,11 @@ from datetime import datetime
 import httpx
 import pytest
 from cryptography.fernet import Fernet
+from pydantic import SecretStr
 from standardwebhooks import Webhook
 
+from orchestrator.settings import OrchestratorSettings
+from orchestrator.webhooks.secrets import SecretBox, derived_key
 from shared.logging import configure_logging
 from tests.orchestrator.conftest import ADMIN_TOKEN, mint, start, wait_for
 from tests.orchestrator.test_crash_recovery import start_orchestrator, wait_until
@@ -297,6 +300,39 @@ async def test_a_callback_url_needs_the_platform_secret(api, webhook_overrides):
     [detail] = response.json()["detail"]
     assert detail["loc"] == ["body", "callback_url"]
     assert "ORCHESTRATOR_WEBHOOK_SECRET" in detail["msg"]
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "says"),
+    [
+        ("webhook_key", "not-a-fernet-key-but-secret", "ORCHESTRATOR_WEBHOOK_KEY must be"),
+        ("webhook_secret", "too-short-but-secret", "ORCHESTRATOR_WEBHOOK_SECRET must be"),
+        ("webhook_secret", "whsec_***secret***", "ORCHESTRATOR_WEBHOOK_SECRET a secret"),
+    ],
+)
+def test_bad_webhook_settings_are_refused_without_echoing_them(service_token, setting, value, says):
+    with pytest.raises(ValueError, match="validation error") as caught:
+        OrchestratorSettings(service_token=service_token, **{setting: value})
+    assert says in str(caught.value)
+    assert value not in str(caught.value)
+
+
+def test_secrets_at_rest_survive_a_move_to_an_explicit_key(service_token):
+    derived = OrchestratorSettings(service_token=service_token, admin_token=ADMIN_TOKEN)
+    sealed = SecretBox.from_settings(derived).seal(b"k" * 32)  # type: ignore[union-attr]
+    assert b"k" * 32 not in sealed.encode()
+    # the explicit key encrypts from now on; the derived one still decrypts what was sealed
+    explicit = OrchestratorSettings(
+        service_token=service_token, admin_token=ADMIN_TOKEN, webhook_key=SecretStr(FERNET_KEY)
+    )
+    box = SecretBox.from_settings(explicit)
+    assert box is not None
+    assert box.open(sealed) == b"k" * 32
+    assert Fernet(FERNET_KEY.encode()).decrypt(box.seal(b"x" * 24)) == b"x" * 24
+    assert derived_key(ADMIN_TOKEN) != derived_key(ADMIN_TOKEN + "2")
+    assert SecretBox.from_settings(OrchestratorSettings(service_token=service_token)) is None
+    other = OrchestratorSettings(service_token=service_token, admin_token=ADMIN_TOKEN + "-other")
+    assert SecretBox.from_settings(other).open(sealed) is None  # type: ignore[union-attr]
 
 
 @pytest.fixture

@@ -13,7 +13,10 @@ from shared.settings import MIN_TOKEN_CHARS, WEAK_TOKENS, ServiceSettings
 
 
 class OrchestratorSettings(ServiceSettings):
-    model_config = SettingsConfigDict(env_prefix="ORCHESTRATOR_", extra="ignore", env_file=None)
+    # Errors never echo a value: several settings are secrets.
+    model_config = SettingsConfigDict(
+        env_prefix="ORCHESTRATOR_", extra="ignore", env_file=None, hide_input_in_errors=True
+    )
 
     port: int = Field(default=8000, ge=1, le=65535)
     database_url: str = Field(

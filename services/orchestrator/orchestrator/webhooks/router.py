@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, status
+from fastapi import APIRouter, Path, Query, Request, status
 
 from orchestrator.deps import Admin, SessionDep
 from orchestrator.webhooks.service import MAX_PAGE, WebhookService
@@ -19,7 +19,7 @@ from shared.orchestration import (
 
 router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"])
 service = WebhookService()
-IdText = Annotated[str, Query(max_length=64)]
+ID = r"^[A-Za-z0-9_]{1,64}$"
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=WebhookPublic)
@@ -44,9 +44,9 @@ def list_deliveries(
     admin: Admin,
     session: SessionDep,
     status_filter: Annotated[DeliveryStatus | None, Query(alias="status")] = None,
-    subscription_id: Annotated[str | None, Query(max_length=64)] = None,
-    run_id: Annotated[str | None, Query(max_length=64)] = None,
-    cursor: Annotated[str | None, Query(max_length=64)] = None,
+    subscription_id: Annotated[str | None, Query(pattern=ID)] = None,
+    run_id: Annotated[str | None, Query(pattern=ID)] = None,
+    cursor: Annotated[str | None, Query(pattern=ID)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
 ) -> DeliveryPage:
     """Deliveries, newest first (no secret, no signature); pass next_cursor for more."""
@@ -65,12 +65,16 @@ def list_deliveries(
     status_code=status.HTTP_202_ACCEPTED,
     response_model=WebhookDelivery,
 )
-def redeliver(delivery_id: str, admin: Admin, session: SessionDep) -> WebhookDelivery:
+def redeliver(
+    delivery_id: Annotated[str, Path(pattern=ID)], admin: Admin, session: SessionDep
+) -> WebhookDelivery:
     """Send a delivery again (same webhook-id, so a receiver that has it can drop it)."""
     return service.redeliver(session, delivery_id)
 
 
 @router.delete("/{subscription_id}", status_code=status.HTTP_204_NO_CONTENT)
-def delete_webhook(subscription_id: str, admin: Admin, session: SessionDep) -> None:
+def delete_webhook(
+    subscription_id: Annotated[str, Path(pattern=ID)], admin: Admin, session: SessionDep
+) -> None:
     """Delete a subscription; what it had not delivered yet is marked failed."""
     service.delete(session, subscription_id)

@@ -116,11 +116,16 @@ class DeliveryWorker:
             self._event.clear()
 
     async def aclose(self) -> None:
+        """Stop sending; what was in flight is due again at once (here or on a replica)."""
         for task in list(self._inflight):
             task.cancel()
         if self._inflight:
             await asyncio.gather(*self._inflight, return_exceptions=True)
         await self._client.aclose()
+        try:
+            await self._db.run(self._release_own)
+        except Exception as exc:  # the lease lapses by itself
+            log.warning("webhook claims not released", error=type(exc).__name__)
 
     async def _tick(self) -> None:
         free = self._settings.webhook_concurrency - len(self._inflight)
@@ -258,6 +263,16 @@ class DeliveryWorker:
     # ---------------------------------------------------------------------- sending
 
     async def _deliver(self, job: Job) -> None:
+        try:
+            await self._attempt(job)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # recording failed: the lease lapses and it is tried again
+            log.warning(
+                "webhook delivery not recorded", delivery_id=job.id, error=type(exc).__name__
+            )
+
+    async def _attempt(self, job: Job) -> None:
         code: int | None = None
         error: str | None = job.problem
         if job.key is not None:
