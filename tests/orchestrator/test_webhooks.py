@@ -157,6 +157,32 @@ async def test_a_receiver_down_for_a_while_gets_each_message_once(api):
     assert verified(finished, SUB_SECRET)["data"]["run_id"] == run_id
 
 
+@pytest.mark.parametrize(
+    "webhook_overrides", [{"webhook_concurrency": 2, "webhook_host_concurrency": 1}]
+)
+async def test_a_slow_receiver_holds_up_neither_runs_nor_other_receivers(
+    api, receiver, webhook_overrides
+):
+    slow = Receiver().start()
+    slow.holding = True  # accepts the connection, never answers (until the 2 s timeout)
+    try:
+        await subscribe(api, slow.url, ["run.escalated", "run.finished"])
+        await subscribe(api, receiver.url, ["run.escalated"])
+        runs = [await start(api, task="Explain tides.", policy={"max_rounds": 1}) for _ in range(3)]
+        finished = {}
+        for run_id in runs:
+            run = await wait_for(api, run_id, statuses=FINAL, timeout=10)
+            assert run["status"] == "escalated"
+            finished[run_id] = datetime.fromisoformat(run["finished_at"]).timestamp()
+        got = await receiver.wait_for("run.escalated", count=3, timeout=5)
+        for item in got:
+            run_id = json.loads(item.body)["data"]["run_id"]
+            assert item.at - finished[run_id] < 1.0, f"{item.at - finished[run_id]:.2f} s late"
+        assert slow.peak == 1  # never more than one slot for the slow receiver
+    finally:
+        slow.stop()
+
+
 @pytest.mark.parametrize("webhook_overrides", [{"webhook_max_attempts": 2}])
 async def test_a_dead_letter_is_listed_as_failed_and_redelivered(api, webhook_overrides):
     broken = Receiver(status=500).start()

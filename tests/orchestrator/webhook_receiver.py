@@ -25,6 +25,9 @@ class Receiver:
         self.received: list[Received] = []
         self.hold = threading.Event()  # while unset and holding, requests wait (no answer)
         self.holding = False
+        self.active = 0  # requests being answered now
+        self.peak = 0  # the most at once
+        self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -42,14 +45,20 @@ class Receiver:
                 receiver.received.append(
                     Received(time.time(), {k.lower(): v for k, v in self.headers.items()}, body)
                 )
-                if receiver.holding:
-                    receiver.hold.wait(30)
+                with receiver._lock:
+                    receiver.active += 1
+                    receiver.peak = max(receiver.peak, receiver.active)
                 try:
+                    if receiver.holding:
+                        receiver.hold.wait(30)
                     self.send_response(receiver.status)
                     self.send_header("content-length", "0")
                     self.end_headers()
                 except OSError:
-                    pass  # the sender is gone (killed)
+                    pass  # the sender is gone (killed, or it gave up waiting)
+                finally:
+                    with receiver._lock:
+                        receiver.active -= 1
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -82,5 +91,5 @@ class Receiver:
             if len(found) >= count:
                 return found
             await asyncio.sleep(0.02)
-        types = [r.headers.get("webhook-id") for r in self.received]
-        raise AssertionError(f"no {count} x {kind} within {timeout} s (got {types})")
+        ids = [r.headers.get("webhook-id") for r in self.received]
+        raise AssertionError(f"no {count} x {kind} within {timeout} s (got {ids})")

@@ -140,6 +140,13 @@ class OrchestratorSettings(ServiceSettings):
     webhook_concurrency: int = Field(
         default=16, ge=1, le=256, description="Deliveries in flight at once, per process."
     )
+    webhook_host_concurrency: int = Field(
+        default=4,
+        ge=1,
+        le=256,
+        description="Deliveries in flight at once to one receiver (scheme, host and port), "
+        "per process: a slow receiver never takes every slot.",
+    )
     webhook_poll_s: float = Field(
         default=0.5,
         gt=0,

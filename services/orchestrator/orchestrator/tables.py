@@ -273,6 +273,7 @@ class WebhookDelivery(SQLModel, table=True):
     subscription_id: str | None = Field(default=None, index=True, max_length=64)  # None: callback
     run_id: str | None = Field(default=None, index=True, max_length=64)
     url: str = Field(max_length=2000)
+    destination: str = Field(max_length=300)  # scheme://host:port: in-flight cap per receiver
     event_type: str = Field(max_length=32)
     body: str  # the exact JSON sent on every attempt
     status: str = Field(max_length=16)  # pending, delivered, failed

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -111,6 +112,13 @@ def _timestamp(moment: datetime) -> str:
     return moment.isoformat().replace("+00:00", "Z")
 
 
+def destination(url: str) -> str:
+    """The receiver a URL reaches (scheme://host:port): in-flight requests are capped per one."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{parts.scheme}://{parts.hostname}:{port}"[:300]
+
+
 def _json_default(value: object) -> str:
     if isinstance(value, datetime):
         return _timestamp(value)
@@ -140,6 +148,7 @@ def enqueue(session: Session, run: Run, kind: WebhookEvent, data: dict[str, Any]
                 "subscription_id": subscription,
                 "run_id": run.id,
                 "url": url,
+                "destination": destination(url),
                 "event_type": kind.value,
                 "body": body,
                 "status": DeliveryStatus.pending.value,

@@ -9,13 +9,16 @@ request's timeout, so a process killed mid-delivery leaves it due again (at once
 same executor id restarts). Every retry of a row sends the same body under the same
 ``webhook-id``; only ``webhook-timestamp`` and the signature are new.
 
-At most ``webhook_concurrency`` requests are in flight; each has a hard deadline, so a slow
-or dead receiver holds one slot for at most ``webhook_timeout_s`` and never a run's step.
+At most ``webhook_concurrency`` requests are in flight, and at most
+``webhook_host_concurrency`` to one receiver; each has a hard deadline. So a slow or dead
+receiver holds a few slots for at most ``webhook_timeout_s`` each, never every slot, and
+never a run's step (runs only write rows).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -46,6 +49,7 @@ _PENDING = DeliveryStatus.pending.value
 class Job:
     id: str
     url: str
+    destination: str
     body: str
     attempts: int
     queued_at: datetime
@@ -82,6 +86,7 @@ class DeliveryWorker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._event = asyncio.Event()
         self._inflight: set[asyncio.Task[None]] = set()
+        self._busy: dict[str, int] = {}  # in-flight requests per destination
 
     def wake(self) -> None:
         """Safe from any thread: look for due deliveries now."""
@@ -131,14 +136,21 @@ class DeliveryWorker:
         free = self._settings.webhook_concurrency - len(self._inflight)
         if free <= 0 or not await self._db.read(self._any_due):
             return
-        jobs = await self._db.run(lambda s: self._claim(s, free))
+        busy = dict(self._busy)
+        jobs = await self._db.run(lambda s: self._claim(s, free, busy))
         for job in jobs:
+            self._busy[job.destination] = self._busy.get(job.destination, 0) + 1
             task = asyncio.create_task(self._deliver(job), name=f"webhook-{job.id}")
             self._inflight.add(task)
-            task.add_done_callback(self._done)
+            task.add_done_callback(functools.partial(self._done, destination=job.destination))
 
-    def _done(self, task: asyncio.Task[None]) -> None:
+    def _done(self, task: asyncio.Task[None], destination: str) -> None:
         self._inflight.discard(task)
+        left = self._busy.get(destination, 1) - 1
+        if left > 0:
+            self._busy[destination] = left
+        else:
+            self._busy.pop(destination, None)
         self._event.set()  # a slot is free: there may be more due
 
     # ------------------------------------------------------------------ database work
@@ -160,17 +172,30 @@ class DeliveryWorker:
         )
         return session.connection().execute(query).first() is not None
 
-    def _claim(self, session: Session, limit: int) -> list[Job]:
+    def _claim(self, session: Session, limit: int, busy: dict[str, int]) -> list[Job]:
+        """Up to ``limit`` due rows, at most ``webhook_host_concurrency`` in flight per
+        destination (counting ``busy``, what this process already sends)."""
         conn = session.connection()
         now = utcnow()
+        cap = self._settings.webhook_host_concurrency
         due = (
-            sa.select(D.c.id)
+            sa.select(D.c.id, D.c.destination)
             .where(D.c.status == _PENDING, D.c.next_attempt_at <= now)
             .order_by(D.c.next_attempt_at)
-            .limit(limit)
+            .limit(limit * 4)
             .with_for_update(skip_locked=True)
         )
-        ids = [row.id for row in conn.execute(due)]
+        full = sorted(d for d, n in busy.items() if n >= cap)
+        if full:
+            due = due.where(D.c.destination.not_in(full))
+        ids: list[str] = []
+        for candidate in conn.execute(due):
+            if busy.get(candidate.destination, 0) >= cap:
+                continue  # locked until this transaction ends, then free for the next claim
+            busy[candidate.destination] = busy.get(candidate.destination, 0) + 1
+            ids.append(candidate.id)
+            if len(ids) == limit:
+                break
         if not ids:
             return []
         lease = now + timedelta(seconds=self._settings.webhook_timeout_s + LEASE_MARGIN_S)
@@ -189,6 +214,7 @@ class DeliveryWorker:
                 sa.select(
                     D.c.id,
                     D.c.url,
+                    D.c.destination,
                     D.c.body,
                     D.c.attempts,
                     D.c.queued_at,
@@ -210,7 +236,18 @@ class DeliveryWorker:
         jobs: list[Job] = []
         for row in rows:
             key, problem = self._key(row.subscription_id, sealed)
-            jobs.append(Job(row.id, row.url, row.body, row.attempts, row.queued_at, key, problem))
+            jobs.append(
+                Job(
+                    row.id,
+                    row.url,
+                    row.destination,
+                    row.body,
+                    row.attempts,
+                    row.queued_at,
+                    key,
+                    problem,
+                )
+            )
         return jobs
 
     def _key(

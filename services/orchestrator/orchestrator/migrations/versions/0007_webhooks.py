@@ -35,6 +35,7 @@ def upgrade() -> None:
         sa.Column("subscription_id", sa.String(length=64), nullable=True),
         sa.Column("run_id", sa.String(length=64), nullable=True),
         sa.Column("url", sa.String(length=2000), nullable=False),
+        sa.Column("destination", sa.String(length=300), nullable=False),
         sa.Column("event_type", sa.String(length=32), nullable=False),
         sa.Column("body", sa.String(), nullable=False),
         sa.Column("status", sa.String(length=16), nullable=False),
