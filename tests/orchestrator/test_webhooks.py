@@ -375,6 +375,12 @@ async def test_no_secret_appears_in_responses_or_logs(captured, api, receiver):
     plain = "a-plain-subscription-secret-" + secrets.token_hex(8)
     await subscribe(api, receiver.url, ["run.escalated", "run.finished"], secret=plain)
     await subscribe(api, receiver.url, ["review.created"])
+    refused = "refused-secret-" + secrets.token_hex(4)  # 23 bytes: one too few
+    response = await api.post(
+        "/v1/webhooks", json={"url": receiver.url, "events": ["run.finished"], "secret": refused}
+    )
+    assert response.status_code == 422
+    assert refused not in response.text
     run_id = await start(
         api, task="Explain tides.", policy={"max_rounds": 1}, callback_url=receiver.url
     )
@@ -401,6 +407,7 @@ async def test_no_secret_appears_in_responses_or_logs(captured, api, receiver):
     raw_sub = base64.b64decode(SUB_SECRET.removeprefix("whsec_"))
     for secret in (
         plain,
+        refused,
         SUB_SECRET,
         SUB_SECRET.removeprefix("whsec_"),
         PLATFORM_SECRET,

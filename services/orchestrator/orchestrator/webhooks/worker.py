@@ -104,10 +104,14 @@ class DeliveryWorker:
 
     async def run_forever(self) -> None:
         self._loop = asyncio.get_running_loop()
-        released = await self._db.run(self._release_own)
-        if released:
-            log.info("webhook deliveries resumed after a restart", deliveries=released)
+        try:
+            released = await self._db.run(self._release_own)
+            if released:
+                log.info("webhook deliveries resumed after a restart", deliveries=released)
+        except Exception as exc:  # their lease lapses by itself
+            log.warning("webhook claims not released", error=type(exc).__name__)
         while True:
+            self._event.clear()  # a wake-up from here on makes the wait below return at once
             try:
                 await self._tick()
             except asyncio.CancelledError:
@@ -118,7 +122,6 @@ class DeliveryWorker:
                 await asyncio.wait_for(self._event.wait(), timeout=self._settings.webhook_poll_s)
             except TimeoutError:
                 pass
-            self._event.clear()
 
     async def aclose(self) -> None:
         """Stop sending; what was in flight is due again at once (here or on a replica)."""
