@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import ctypes
 import json
 import os
@@ -131,6 +132,10 @@ def plan(
         env["CROSSCHECK_SERVICE_TOKEN"] = secrets.token_urlsafe(32)
     if not env.get("CROSSCHECK_ADMIN_TOKEN"):
         env["CROSSCHECK_ADMIN_TOKEN"] = "cc_admin_" + secrets.token_urlsafe(32)
+    if not env.get("ORCHESTRATOR_WEBHOOK_SECRET"):  # signs runs' callback_url webhooks
+        env["ORCHESTRATOR_WEBHOOK_SECRET"] = (
+            "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+        )
     by_name = {spec.name: spec for spec in SERVICES}
     for name in ("actor", "critic", "sandbox"):
         env.setdefault(f"{name.upper()}_URL", by_name[name].url(env))
@@ -212,11 +217,14 @@ def write_credentials(env: dict[str, str], directory: Path) -> Path:
     orchestrator = next(s for s in SERVICES if s.name == "orchestrator")
     path.touch(mode=0o600, exist_ok=True)
     path.chmod(0o600)
-    path.write_text(
-        f"CROSSCHECK_URL={orchestrator.url(env)}\n"
-        f"CROSSCHECK_TOKEN={env['CROSSCHECK_ADMIN_TOKEN']}\n"
-        f"CROSSCHECK_SERVICE_TOKEN={env['CROSSCHECK_SERVICE_TOKEN']}\n"
-    )
+    lines = [
+        f"CROSSCHECK_URL={orchestrator.url(env)}",
+        f"CROSSCHECK_TOKEN={env['CROSSCHECK_ADMIN_TOKEN']}",
+        f"CROSSCHECK_SERVICE_TOKEN={env['CROSSCHECK_SERVICE_TOKEN']}",
+    ]
+    if env.get("ORCHESTRATOR_WEBHOOK_SECRET"):  # what a run's callback_url receiver verifies
+        lines.append(f"ORCHESTRATOR_WEBHOOK_SECRET={env['ORCHESTRATOR_WEBHOOK_SECRET']}")
+    path.write_text("\n".join(lines) + "\n")
     return path
 
 
@@ -327,6 +335,7 @@ class Supervisor:
             for name in (
                 "CROSSCHECK_SERVICE_TOKEN",
                 "CROSSCHECK_ADMIN_TOKEN",
+                "ORCHESTRATOR_WEBHOOK_SECRET",
                 "OPENAI_API_KEY",
                 "ANTHROPIC_API_KEY",
             )

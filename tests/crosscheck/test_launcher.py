@@ -44,6 +44,15 @@ class TestPlan:
         env = {"OPENAI_API_KEY": "sk-a", "CRITIC_PROVIDER": "openai"}
         assert not plan(env).demo
 
+    def test_a_webhook_signing_secret_is_generated_in_the_standard_format(self):
+        import base64
+
+        secret = plan({}).env["ORCHESTRATOR_WEBHOOK_SECRET"]
+        assert secret.startswith("whsec_")
+        assert len(base64.b64decode(secret.removeprefix("whsec_"))) == 32
+        kept = plan({"ORCHESTRATOR_WEBHOOK_SECRET": "whsec_mine"}).env
+        assert kept["ORCHESTRATOR_WEBHOOK_SECRET"] == "whsec_mine"
+
     def test_a_service_token_is_generated_when_missing(self):
         first, second = plan({}), plan({})
         assert len(first.env["CROSSCHECK_SERVICE_TOKEN"]) >= 32
@@ -121,6 +130,8 @@ class TestUp:
             credentials = tmp_path / "var" / "crosscheck.env"
             assert credentials.stat().st_mode & 0o777 == 0o600
             assert f"CROSSCHECK_SERVICE_TOKEN={token}" in credentials.read_text()
+            assert "ORCHESTRATOR_WEBHOOK_SECRET=whsec_" in credentials.read_text()
+            assert "whsec_" not in banner
             headers = {"Authorization": f"Bearer {token}"}
             actor = f"http://127.0.0.1:{ports['ACTOR']}"
             critic = f"http://127.0.0.1:{ports['CRITIC']}"
