@@ -306,6 +306,15 @@ def test_a_lesson_needs_a_comment():
     assert fake.called("decide") == []
 
 
+def test_reject_without_a_reason_is_not_sent():
+    fake = FakeClient()
+    at = open_review(fake)
+    at.radio(key="decision-action").set_value("reject")
+    at.button(key="decision-submit").click().run()
+    assert "A reject decision needs the reason" in at.error[0].value
+    assert not fake.called("decide")
+
+
 def test_comment_without_text_is_not_sent():
     fake = FakeClient()
     at = open_review(fake)
@@ -347,7 +356,8 @@ def test_edit_decision_sends_the_edited_output():
 def test_escalation_offers_retry_with_rounds():
     fake = FakeClient([review_item("esc-1", kind="escalation")])
     at = open_review(fake, "esc-1")
-    assert at.radio(key="decision-action").options == ["retry", "approve", "edit", "reject"]
+    options = ["comment", "retry", "approve", "edit", "reject"]
+    assert at.radio(key="decision-action").options == options
     assert "max_rounds" in all_text(at)
     at.radio(key="decision-action").set_value("retry")
     at.number_input(key="decision-rounds").set_value(3)
@@ -480,7 +490,8 @@ def test_claim_and_open_takes_the_escalation_to_a_decision():
     assert_clean(at)
     assert fake.called("claim") == [(("esc-1",), {})]
     assert at.title[0].value == "Review"
-    assert at.radio(key="decision-action").options == ["retry", "approve", "edit", "reject"]
+    options = ["comment", "retry", "approve", "edit", "reject"]
+    assert at.radio(key="decision-action").options == options
 
 
 def test_escalation_claim_conflict_stays_on_the_page():

@@ -15,13 +15,14 @@ from console.view import (
 
 ACTIONS = {
     "pre_critique": ["comment", "approve", "edit", "reject"],
-    "escalation": ["retry", "approve", "edit", "reject"],
+    "escalation": ["comment", "retry", "approve", "edit", "reject"],
 }
 ACTION_HELP = {
-    "comment": "Comment: your note becomes a binding reflection for the next round.",
+    "comment": "Comment: the Actor revises next and must apply each line of your note; "
+    "the run cannot pass until the Critic finds every line applied.",
     "approve": "Approve: accept the current output.",
     "edit": "Edit: replace the output (tick 'finish' to accept it as final).",
-    "reject": "Reject: stop the run.",
+    "reject": "Reject: stop the run (say why in the comment).",
     "retry": "Retry: give the run more rounds.",
 }
 
@@ -142,6 +143,9 @@ def _decision_form(review: dict) -> None:
         return
     if action == "comment" and not comment.strip():
         st.error("A comment decision needs the comment text.")
+        return
+    if action == "reject" and not comment.strip():
+        st.error("A reject decision needs the reason: write it in the comment.")
         return
     if lesson and not comment.strip():
         st.error("A lesson is made from the comment: write one.")
