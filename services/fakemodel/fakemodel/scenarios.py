@@ -11,6 +11,8 @@ The Actor and the Critic send their prompts with XML-like tagged sections (``<ta
   which the Critic passes.
 * **generic code**: a valid Python function; the revision carries a ``# revised`` comment,
   which the Critic passes.
+* **bench** (``[bench:N]`` or ``[bench:N:SIZE]`` in the task): version k says so; the Critic
+  passes version N; SIZE pads every version to about that many characters.
 * **binding points** (a human reviewer's ``<binding_points>``, in any scenario): the revision
   adds one ``Reviewer point applied: <point>`` line per point (a comment in code) and answers
   each point ``applied``; the Critic reports a point satisfied exactly when the candidate
@@ -139,7 +141,7 @@ def detect_stage(role: Role | None, sections: PromptSections) -> Stage:
     return "revise" if sections.previous_output is not None else "draft"
 
 
-_BENCH = re.compile(r"\[bench:(\d+)\]")
+_BENCH = re.compile(r"\[bench:(\d+)(?::(\d+))?\]")
 _BENCH_VERSION = re.compile(r"^Bench answer version (\d+)\.")
 
 
@@ -149,9 +151,20 @@ def bench_rounds(task: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def bench_output(version: int) -> str:
+def bench_size(task: str) -> int:
+    """``[bench:N:SIZE]``: each version is padded to about SIZE characters (0: unpadded)."""
+    match = _BENCH.search(task)
+    return int(match.group(2)) if match and match.group(2) else 0
+
+
+def bench_output(version: int, size: int = 0) -> str:
     points = " ".join(f"Point {i} is covered in version {version}." for i in range(1, version + 2))
-    return f"Bench answer version {version}. {points}"
+    text = f"Bench answer version {version}. {points}"
+    line = 0
+    while len(text) < size:  # the same lines in every version, so a revision changes little
+        line += 1
+        text += f"\nBackground line {line}: the answer keeps this context as it is."
+    return text
 
 
 def bench_version(text: str) -> int:
@@ -374,7 +387,7 @@ def _actor_output(sections: PromptSections, stage: Stage) -> dict[str, Any]:
     reflections = split_reflections(sections.reflections)
     if scenario == "bench":
         version = bench_version(sections.previous_output or "") + 1 if revising else 1
-        return {"output": bench_output(version), "uncertainties": []}
+        return {"output": bench_output(version, bench_size(sections.task)), "uncertainties": []}
     if scenario == "primes":
         name = function_name(sections.entry_point, DEFAULT_PRIMES_NAME)
         if revising:
