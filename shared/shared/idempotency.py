@@ -11,13 +11,21 @@ included, is as first answered.
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Annotated
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, FastAPI, Header, Request
 from pydantic import BaseModel
 
 from shared.errors import ConfigurationError
+from shared.logging import get_logger
 from shared.replay import MemoryReplayStore, Replayer, ReplayStore, open_replayer
+
+if TYPE_CHECKING:
+    from shared.settings import ReplaySettings
+
+log = get_logger("crosscheck.replay")
 
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)]
 
@@ -29,6 +37,8 @@ __all__ = [
     "ReplayerDep",
     "body_digest",
     "open_replayer",
+    "replay_ready",
+    "replay_store",
 ]
 
 
@@ -45,3 +55,29 @@ def get_replayer(request: Request) -> Replayer:
 
 
 ReplayerDep = Annotated[Replayer, Depends(get_replayer)]
+
+
+@asynccontextmanager
+async def replay_store(
+    app: FastAPI, settings: ReplaySettings, service: str
+) -> AsyncIterator[Replayer]:
+    """The service's replay store, open for the app's lifetime as ``app.state.replays``. A
+    store that is not ready yet (Redis down) is logged and reported by ``/readyz``."""
+    replayer = await open_replayer(settings, service)
+    app.state.replays = replayer
+    log.info("replay store open", store=replayer.store.description)
+    problem = await replayer.check()
+    if problem:
+        log.error("replay store not ready", reason=problem)
+    try:
+        yield replayer
+    finally:
+        await replayer.aclose()
+
+
+async def replay_ready(app: FastAPI) -> str | None:
+    """The ``/readyz`` check of a service with a replay store: None when it answers."""
+    replayer = getattr(app.state, "replays", None)
+    if not isinstance(replayer, Replayer):
+        return "the replay store is not open"
+    return await replayer.check()

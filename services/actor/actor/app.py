@@ -15,10 +15,10 @@ from shared.auth import require_service_token
 from shared.contracts import ActorResult, DraftRequest, ReviseRequest, ServiceInfo
 from shared.idempotency import (
     IdempotencyKey,
-    Replayer,
     ReplayerDep,
     body_digest,
-    open_replayer,
+    replay_ready,
+    replay_store,
 )
 from shared.logging import get_logger
 from shared.providers import build_provider
@@ -41,31 +41,21 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if warning:
             log.warning(warning)
-        replayer = await open_replayer(settings, "actor")
-        app.state.replays = replayer
-        log.info("replay store open", store=replayer.store.description)
-        problem = await replayer.check()
-        if problem:
-            log.error("replay store not ready", reason=problem)
-        try:
+        async with replay_store(app, settings, "actor"):
             provider = build_provider(provider_kind, settings, http_client=http_client)
-        except BaseException:
-            await replayer.aclose()
-            raise
-        app.state.actor = ActorService(
-            provider,
-            draft_model=draft_model,
-            revise_model=revise_model,
-            draft_temperature=settings.draft_temperature,
-            revise_temperature=settings.revise_temperature,
-            max_tokens=settings.max_output_tokens,
-        )
-        log.info("actor ready", provider=provider_kind.value, draft_model=draft_model)
-        try:
-            yield
-        finally:
-            await replayer.aclose()
-            await provider.aclose()
+            try:
+                app.state.actor = ActorService(
+                    provider,
+                    draft_model=draft_model,
+                    revise_model=revise_model,
+                    draft_temperature=settings.draft_temperature,
+                    revise_temperature=settings.revise_temperature,
+                    max_tokens=settings.max_output_tokens,
+                )
+                log.info("actor ready", provider=provider_kind.value, draft_model=draft_model)
+                yield
+            finally:
+                await provider.aclose()
 
     def info() -> ServiceInfo:
         return ServiceInfo(
@@ -78,10 +68,7 @@ def create_app(
         )
 
     async def ready() -> str | None:
-        replayer = getattr(app.state, "replays", None)
-        if not isinstance(replayer, Replayer):
-            return "the replay store is not open"
-        return await replayer.check()
+        return await replay_ready(app)
 
     app = build_service_app(title="Crosscheck Actor", info=info, lifespan=lifespan, ready=ready)
     auth = [Depends(require_service_token(settings.service_token.get_secret_value()))]

@@ -15,10 +15,10 @@ from shared.auth import require_service_token
 from shared.contracts import CritiqueRequest, CritiqueResult, ServiceInfo
 from shared.idempotency import (
     IdempotencyKey,
-    Replayer,
     ReplayerDep,
     body_digest,
-    open_replayer,
+    replay_ready,
+    replay_store,
 )
 from shared.logging import get_logger
 from shared.providers import build_provider
@@ -40,29 +40,19 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if warning:
             log.warning(warning)
-        replayer = await open_replayer(settings, "critic")
-        app.state.replays = replayer
-        log.info("replay store open", store=replayer.store.description)
-        problem = await replayer.check()
-        if problem:
-            log.error("replay store not ready", reason=problem)
-        try:
+        async with replay_store(app, settings, "critic"):
             provider = build_provider(provider_kind, settings, http_client=http_client)
-        except BaseException:
-            await replayer.aclose()
-            raise
-        app.state.critic = CriticService(
-            provider,
-            model=model,
-            temperature=settings.temperature,
-            max_tokens=settings.max_output_tokens,
-        )
-        log.info("critic ready", provider=provider_kind.value, model=model)
-        try:
-            yield
-        finally:
-            await replayer.aclose()
-            await provider.aclose()
+            try:
+                app.state.critic = CriticService(
+                    provider,
+                    model=model,
+                    temperature=settings.temperature,
+                    max_tokens=settings.max_output_tokens,
+                )
+                log.info("critic ready", provider=provider_kind.value, model=model)
+                yield
+            finally:
+                await provider.aclose()
 
     def info() -> ServiceInfo:
         return ServiceInfo(
@@ -75,10 +65,7 @@ def create_app(
         )
 
     async def ready() -> str | None:
-        replayer = getattr(app.state, "replays", None)
-        if not isinstance(replayer, Replayer):
-            return "the replay store is not open"
-        return await replayer.check()
+        return await replay_ready(app)
 
     app = build_service_app(title="Crosscheck Critic", info=info, lifespan=lifespan, ready=ready)
     auth = [Depends(require_service_token(settings.service_token.get_secret_value()))]
