@@ -2,7 +2,8 @@
 
 import pytest
 
-from orchestrator.engine.policy import change_ratio
+from orchestrator.engine.policy import after_critique, change_ratio
+from shared.orchestration import Policy
 
 
 class TestChangeRatio:
@@ -28,3 +29,62 @@ class TestChangeRatio:
         previous = "The Moon raises two bulges of water. " * 3000  # about 110 KB
         current = previous.replace("two bulges", "two tidal bulges", 1)
         assert 0 < change_ratio(previous, current) < 0.001
+
+
+class TestReviewerPoints:
+    """While a reviewer's point is unmet, only it, the critic's escalate and the budget rule."""
+
+    @staticmethod
+    def critique(verdict: str, **extra) -> dict:
+        return {"verdict": verdict, "signature": "s", "run_tokens": 0, "run_cost": 0.0, **extra}
+
+    def decide(self, verdict: str, *, unmet: list[str], attempts: int, **policy):
+        return after_critique(
+            Policy(**policy),
+            round=3,
+            critique=self.critique(verdict),
+            evaluation_passed=True,
+            previous_signature="s",  # the same critique again: would stop without points
+            human_rounds=0,
+            unmet_points=unmet,
+            unmet_attempts=attempts,
+        )
+
+    def test_an_unmet_point_holds_back_a_pass_and_every_round_rule(self):
+        assert self.decide("pass", unmet=["p"], attempts=1, max_rounds=1) is None
+
+    def test_the_second_miss_escalates_human_point_unmet(self):
+        stop = self.decide("pass", unmet=["Cite the statute."], attempts=2)
+        assert (stop.reason.value, "Cite the statute." in stop.detail) == (
+            "human_point_unmet",
+            True,
+        )
+
+    def test_the_critic_may_still_escalate(self):
+        assert self.decide("escalate", unmet=["p"], attempts=1).reason.value == "critic_escalated"
+
+    def test_the_budget_still_applies(self):
+        over = after_critique(
+            Policy(max_tokens=10),
+            round=1,
+            critique=self.critique("revise", run_tokens=11),
+            evaluation_passed=None,
+            previous_signature=None,
+            unmet_points=["p"],
+            unmet_attempts=1,
+        )
+        assert over.reason.value == "budget_exceeded"
+
+    def test_rounds_a_person_asked_for_do_not_count(self):
+        def stop(human_rounds: int):
+            return after_critique(
+                Policy(max_rounds=2),
+                round=3,
+                critique=self.critique("revise"),
+                evaluation_passed=None,
+                previous_signature=None,
+                human_rounds=human_rounds,
+            )
+
+        assert stop(human_rounds=1).reason.value == "max_rounds"  # 2 of the actor's own rounds
+        assert stop(human_rounds=2) is None  # only 1 counted

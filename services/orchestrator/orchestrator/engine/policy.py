@@ -150,17 +150,6 @@ def after_critique(
             detail=f"{unmet_attempts} revisions missed the reviewer's point(s): "
             + "; ".join(unmet_points)[:1000],
         )
-    if unmet_points:
-        if verdict == "escalate":
-            return Stop(
-                RunStatus.escalated,
-                StopReason.critic_escalated,
-                error_class=critique.get("error_class", "logic"),
-                detail="the critic asked for a person to decide",
-            )
-        return over_budget(policy, critique["run_tokens"], critique["run_cost"])
-    if verdict == "pass" and evaluation_passed is not False:
-        return Stop(RunStatus.succeeded, StopReason.critic_pass, error_class="none")
     if verdict == "escalate":
         return Stop(
             RunStatus.escalated,
@@ -168,6 +157,10 @@ def after_critique(
             error_class=critique.get("error_class", "logic"),
             detail="the critic asked for a person to decide",
         )
+    if unmet_points:
+        return over_budget(policy, critique["run_tokens"], critique["run_cost"])
+    if verdict == "pass" and evaluation_passed is not False:
+        return Stop(RunStatus.succeeded, StopReason.critic_pass, error_class="none")
     if previous_signature is not None and critique["signature"] == previous_signature:
         return Stop(
             RunStatus.escalated,
