@@ -565,9 +565,23 @@ def _library_settings(url: str | None, token: str | None) -> Settings:
     return settings
 
 
-def console_base(console_url: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+def console_base(
+    console_url: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> str:
+    """The argument, else ``CROSSCHECK_CONSOLE_URL``, else what ``crosscheck up`` wrote to
+    ``var/crosscheck.env``, else the default."""
     env = os.environ if environ is None else environ
-    return (console_url or env.get("CROSSCHECK_CONSOLE_URL") or DEFAULT_CONSOLE_URL).rstrip("/")
+    from_file = ""
+    path = (cwd or Path.cwd()) / CREDENTIALS_PATH
+    if not (console_url or env.get("CROSSCHECK_CONSOLE_URL")) and path.is_file():
+        try:
+            from_file = read_env_file(path).get("CROSSCHECK_CONSOLE_URL", "")
+        except (OSError, UnicodeDecodeError):
+            from_file = ""
+    chosen = console_url or env.get("CROSSCHECK_CONSOLE_URL") or from_file or DEFAULT_CONSOLE_URL
+    return chosen.rstrip("/")
 
 
 def run_body(

@@ -141,6 +141,8 @@ def plan(
         env.setdefault(f"{name.upper()}_URL", by_name[name].url(env))
     env.setdefault("DATABASE_URL", "sqlite:///var/crosscheck.sqlite")
     env.setdefault("CROSSCHECK_URL", by_name["orchestrator"].url(env))
+    if with_console:
+        env.setdefault("CROSSCHECK_CONSOLE_URL", by_name["console"].url(env))
     env.setdefault("CROSSCHECK_LOG_LEVEL", "INFO")
     if replicas != 1:
         services = _with_replicas(services, env, replicas)
@@ -222,6 +224,8 @@ def write_credentials(env: dict[str, str], directory: Path) -> Path:
         f"CROSSCHECK_TOKEN={env['CROSSCHECK_ADMIN_TOKEN']}",
         f"CROSSCHECK_SERVICE_TOKEN={env['CROSSCHECK_SERVICE_TOKEN']}",
     ]
+    if env.get("CROSSCHECK_CONSOLE_URL"):  # where the Python client links escalations
+        lines.append(f"CROSSCHECK_CONSOLE_URL={env['CROSSCHECK_CONSOLE_URL']}")
     if env.get("ORCHESTRATOR_WEBHOOK_SECRET"):  # what a run's callback_url receiver verifies
         lines.append(f"ORCHESTRATOR_WEBHOOK_SECRET={env['ORCHESTRATOR_WEBHOOK_SECRET']}")
     path.write_text("\n".join(lines) + "\n")

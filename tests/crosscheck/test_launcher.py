@@ -173,3 +173,20 @@ class TestUp:
             with pytest.raises(httpx.ConnectError):
                 httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
         assert (tmp_path / "actor.log").read_text()
+
+
+class TestConsoleLink:
+    def test_the_client_links_escalations_to_the_console_up_started(self, tmp_path):
+        from crosscheck.client import console_base
+        from crosscheck.launcher import write_credentials
+
+        p = plan({"CONSOLE_PORT": "9999"})
+        write_credentials(p.env, tmp_path / "var")
+        assert console_base(environ={}, cwd=tmp_path) == "http://127.0.0.1:9999"
+        assert console_base(environ={"CROSSCHECK_CONSOLE_URL": "http://c:1/"}, cwd=tmp_path) == (
+            "http://c:1"
+        )
+        assert console_base(environ={}, cwd=tmp_path / "elsewhere") == "http://127.0.0.1:8501"
+
+    def test_without_the_console_there_is_no_link_to_write(self):
+        assert "CROSSCHECK_CONSOLE_URL" not in plan({}, with_console=False).env

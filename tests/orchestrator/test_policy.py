@@ -73,6 +73,7 @@ class TestReviewerPoints:
             unmet_points=["p"],
             unmet_attempts=1,
         )
+        assert over is not None
         assert over.reason.value == "budget_exceeded"
 
     def test_rounds_a_person_asked_for_do_not_count(self):
