@@ -72,6 +72,7 @@ class ConsoleSpec(ServiceSpec):
             f"--server.address={self.host(env)}",
             f"--server.port={self.port(env)}",
             "--browser.gatherUsageStats=false",
+            "--client.toolbarMode=viewer",  # no Deploy button for reviewers
         ]
 
 

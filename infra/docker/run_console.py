@@ -3,9 +3,9 @@
 The ENTRYPOINT of the ``console`` image (infra/docker/python-service.Dockerfile). It builds the
 command line ``crosscheck up`` uses (``crosscheck.launcher.ConsoleSpec``, which is not in the
 image; tests/infra/test_dockerfiles.py keeps the two identical): headless, usage statistics
-off, listening on CONSOLE_HOST:CONSOLE_PORT, and then becomes that process (``exec``), so
-Streamlit runs as PID 1 and gets Docker's SIGTERM itself. Reading the port from the
-environment, like the other services do, keeps it the one the healthcheck probes.
+off, the Deploy button hidden, listening on CONSOLE_HOST:CONSOLE_PORT, and then becomes that
+process (``exec``), so Streamlit runs as PID 1 and gets Docker's SIGTERM itself. Reading the
+port from the environment, like the other services do, keeps it the one the healthcheck probes.
 
 Stdlib only (the ``console`` package aside); exits 2 when CONSOLE_PORT is not a port number.
 """
@@ -44,6 +44,7 @@ def command(env: Mapping[str, str]) -> list[str]:
         f"--server.address={host}",
         f"--server.port={int(raw_port)}",
         "--browser.gatherUsageStats=false",
+        "--client.toolbarMode=viewer",  # no Deploy button for reviewers
     ]
 
 

@@ -421,6 +421,7 @@ def test_the_console_image_runs_the_launchers_streamlit_command():
         "--server.address=0.0.0.0",
         "--server.port=8501",
         "--browser.gatherUsageStats=false",
+        "--client.toolbarMode=viewer",  # no Deploy button
     ]
 
 
