@@ -307,3 +307,12 @@ class FakeClient:
             raise ApiError(404, "NotFound", f"lesson {lesson_id} does not exist")
         self.lessons[lesson_id]["retired"] = True
         return self.lessons[lesson_id]
+
+
+def _token_role(self: FakeClient) -> str:
+    """The role the orchestrator reports for the token this fake sends."""
+    self._log("token_role")
+    return "reviewer"
+
+
+FakeClient.token_role = _token_role  # type: ignore[attr-defined]

@@ -1,30 +1,38 @@
-"""Entry point: ``streamlit run ui/console/app.py``. Builds navigation; pages only render."""
+"""Entry point: ``streamlit run ui/console/app.py``. Builds navigation; pages only render.
+
+Every page is registered whether or not the reviewer is logged in, so a shared link such as
+``/review?review=<id>`` always resolves: logged out, the login form shows in the page's place
+and, once logged in, the same URL renders the page it names. No page icons: Streamlit's
+``:material/...:`` icons load a font from a web host.
+"""
 
 import streamlit as st
 
+from console.views import login as session
+
 st.set_page_config(page_title="Crosscheck reviewer console", layout="wide")
 
-if not st.session_state.get("token"):
-    # The login page sits at the queue's URL, so the rerun after logging in lands on the queue.
-    page = st.navigation(
-        [st.Page("views/login.py", title="Log in", icon=":material/login:", url_path="queue")]
-    )
+session.restore()  # a session cookie from an earlier visit (reload, new tab, shared link)
+logged_in = bool(st.session_state.get("token"))
+
+page = st.navigation(
+    [
+        st.Page("views/queue.py", title="Queue", default=True),
+        st.Page("views/review.py", title="Review"),
+        st.Page("views/escalations.py", title="Escalations"),
+        st.Page("views/runs.py", title="Runs"),
+        st.Page("views/lessons.py", title="Lessons"),
+        st.Page("views/metrics.py", title="Metrics"),
+    ],
+    position="sidebar" if logged_in else "hidden",
+)
+if not logged_in:
+    session.drop_cookie()
+    session.show()
 else:
-    page = st.navigation(
-        [
-            st.Page("views/queue.py", title="Queue", icon=":material/inbox:", default=True),
-            st.Page("views/review.py", title="Review", icon=":material/rate_review:"),
-            st.Page("views/escalations.py", title="Escalations", icon=":material/report:"),
-            st.Page("views/runs.py", title="Runs", icon=":material/timeline:"),
-            st.Page("views/lessons.py", title="Lessons", icon=":material/school:"),
-            st.Page("views/metrics.py", title="Metrics", icon=":material/monitoring:"),
-        ]
-    )
+    session.keep_cookie()
     with st.sidebar:
-        who = st.session_state.get("user") or {}
-        st.caption(f"Signed in as {who.get('name') or 'token holder'} ({who.get('role') or '?'})")
+        st.caption(session.signed_in_as())
         if st.button("Log out", key="logout"):
-            for key in ("token", "user", "client", "review_id"):
-                st.session_state.pop(key, None)
-            st.rerun()
-page.run()
+            session.log_out()
+    page.run()

@@ -8,6 +8,7 @@ one from the token kept in ``st.session_state["token"]``.
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from datetime import datetime
 from typing import Any
@@ -118,6 +119,19 @@ class ConsoleClient:
         """Raises :class:`ApiError` unless the token this client sends is accepted."""
         self._request("GET", "/v1/runs", params={"limit": 1})
 
+    def token_role(self) -> str | None:
+        """The role of the token this client sends, or None if it cannot be told.
+
+        The orchestrator has no "who am I" endpoint; its admin-only ``GET /v1/cluster`` answers
+        an admin, and a 403 that names the caller's role ("your token has reviewer") otherwise.
+        """
+        try:
+            self._request("GET", "/v1/cluster")
+        except ApiError as exc:
+            found = re.search(r"your token has (\w+)", exc.detail) if exc.status == 403 else None
+            return found.group(1) if found else None
+        return "admin"
+
     # ------------------------------------------------------------------ reviews
     def list_reviews(
         self,
@@ -158,10 +172,13 @@ class ConsoleClient:
         rounds: int | None = None,
         lesson: bool = False,
         lesson_scope: str = "global",
+        points: list[str] | None = None,
     ) -> dict[str, Any]:
         body: dict[str, Any] = {"action": action}
         if comment:
             body["comment"] = comment
+        if points and action == "comment":
+            body["points"] = points
         if lesson:
             body["lesson"] = True
             body["lesson_scope"] = lesson_scope

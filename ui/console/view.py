@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import html
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -122,3 +123,153 @@ def latest_confidence(critiques: list[dict[str, Any]]) -> float | None:
         if critique.get("confidence") is not None:
             return float(critique["confidence"])
     return None
+
+
+# ---------------------------------------------------------------- plain-words time
+def _amount(seconds: float) -> str:
+    s = int(abs(seconds))
+    if s < 60:
+        return "less than a minute"
+    if s < 3600:
+        m = round(s / 60)
+        return f"{m} minute{'s' if m != 1 else ''}"
+    if s < 86400:
+        h, m = s // 3600, s % 3600 // 60
+        return f"{h} hour{'s' if h != 1 else ''}" + (f" {m} min" if m else "")
+    d = s // 86400
+    return f"{d} day{'s' if d != 1 else ''}"
+
+
+def time_left(value: Any, now: datetime | None = None) -> str:
+    """``for 4 more minutes`` (or ``until now`` once it passed)."""
+    left = seconds_left(value, now)
+    if left is None:
+        return "until further notice"
+    if left <= 0:
+        return "until now (the lease has lapsed)"
+    if left < 60:
+        return "for less than a minute more"
+    return f"for {_amount(left)} more"
+
+
+def ago(value: Any, now: datetime | None = None) -> str:
+    """``3 minutes ago`` / ``in 2 minutes``."""
+    left = seconds_left(value, now)
+    if left is None:
+        return "at an unknown time"
+    return f"in {_amount(left)}" if left > 0 else f"{_amount(left)} ago"
+
+
+_ISO = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")
+
+
+def friendly_detail(text: str, now: datetime | None = None) -> str:
+    """An API message with its ISO timestamps said in words ("until 18:40:05+00:00" becomes
+    "for 4 more minutes")."""
+
+    def until(match: re.Match[str]) -> str:
+        return time_left(match.group(1), now)
+
+    def other(match: re.Match[str]) -> str:
+        return ago(match.group(0), now)
+
+    text = re.sub(r"until (" + _ISO.pattern + ")", until, text)
+    return _ISO.sub(other, text)
+
+
+# ---------------------------------------------------------------- output with quotes marked
+OUTPUT_CSS = """<style>
+.cc-out { border: 1px solid rgba(128,128,128,.35); border-radius: .4rem; padding: .5rem .7rem;
+  max-height: 36rem; overflow: auto; font-size: .9rem; line-height: 1.45; margin: 0; }
+.cc-code { font-family: "Source Code Pro", ui-monospace, monospace; white-space: pre; }
+.cc-text { white-space: pre-wrap; overflow-wrap: anywhere; }
+.cc-ln { display: inline-block; width: 2.6em; color: #999; user-select: none;
+  text-align: right; padding-right: .8em; }
+.cc-out mark { background: #ffe58a; color: inherit; padding: 0; border-radius: 2px; }
+.cc-out sup.cc-q { font-size: .7em; font-weight: 700; color: #8a4b00; padding: 0 .15em; }
+</style>"""
+
+
+def quote_spans(text: str, quotes: list[tuple[int, str]]) -> list[tuple[int, int, int]]:
+    """``(start, end, number)`` of each quote's first place in ``text``, overlaps dropped."""
+    spans: list[tuple[int, int, int]] = []
+    for number, quote in quotes:
+        if not quote:
+            continue
+        start = text.find(quote)
+        if start == -1:
+            start = text.find(quote.strip()) if quote.strip() else -1
+            quote = quote.strip()
+        if start != -1:
+            spans.append((start, start + len(quote), number))
+    spans.sort()
+    kept: list[tuple[int, int, int]] = []
+    for span in spans:
+        if kept and span[0] < kept[-1][1]:
+            continue
+        kept.append(span)
+    return kept
+
+
+def marked_output(text: str, quotes: list[tuple[int, str]], *, code: bool) -> str:
+    """The output as it ships, escaped, with each quote in a numbered ``<mark>``: code keeps
+    its lines and indentation and gets line numbers; text keeps its paragraphs."""
+    spans = quote_spans(text, quotes)
+    lines: list[str] = []
+    pos = 0
+    for number, line in enumerate(text.split("\n"), start=1):
+        start, end = pos, pos + len(line)
+        pos = end + 1
+        out, cursor = [], start
+        for s, e, n in spans:
+            if e <= start or s >= end and not (s == e == start):
+                continue
+            a, b = max(s, start), min(e, end)
+            if a == b and s < start:
+                continue
+            if a > cursor:
+                out.append(html.escape(text[cursor:a]))
+            label = f'<sup class="cc-q">{n}</sup>' if s >= start else ""
+            out.append(f'<mark data-issue="{n}">{label}{html.escape(text[a:b])}</mark>')
+            cursor = b
+        if cursor < end:
+            out.append(html.escape(text[cursor:end]))
+        body = "".join(out)
+        lines.append(f'<span class="cc-ln">{number}</span>{body}' if code else body)
+    kind = "cc-code" if code else "cc-text"
+    return f'{OUTPUT_CSS}<pre class="cc-out {kind}">' + "\n".join(lines) + "</pre>"
+
+
+# ---------------------------------------------------------------- decisions in plain words
+BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
+
+
+def comment_points(text: str) -> list[str]:
+    """One point per non-empty line, bullets and numbers dropped."""
+    points = [BULLET.sub("", line).strip() for line in text.splitlines()]
+    return [p for p in points if p]
+
+
+RUN_NEXT = {
+    "succeeded": "The run finished: succeeded.",
+    "failed": "The run finished: failed.",
+    "cancelled": "The run finished: cancelled.",
+    "escalated": "The run stopped and waits for a person.",
+    "revising": "The run continues: the Actor revises next.",
+    "drafting": "The run continues: the Actor drafts again.",
+    "critiquing": "The run continues: the Critic checks the edited version next.",
+    "awaiting_review": "The run waits for a reviewer again.",
+}
+DONE = {
+    "comment": "Your comment is recorded.",
+    "approve": "You approved the output.",
+    "edit": "Your edit is recorded.",
+    "reject": "You rejected the run.",
+    "retry": "You gave the run more rounds.",
+}
+
+
+def decision_banner(result: dict[str, Any]) -> str:
+    status = str(result.get("run_status") or "")
+    then = RUN_NEXT.get(status, f"The run is {status.replace('_', ' ')}.")
+    return f"{DONE.get(str(result.get('action')), 'Decision recorded.')} {then}"

@@ -1,39 +1,152 @@
-"""Log in with a username and password, or by pasting an API token."""
+"""Logging in (a username and password, or an API token) and the session cookie.
+
+``app.py`` calls :func:`restore` first: a session token kept in a cookie (12 hours, like the
+orchestrator's session) logs the reviewer back in after a reload or in a new tab on a shared
+link. Logged out, every page's URL still resolves and shows :func:`show` in its place, so
+after logging in the reviewer is on the page (and item) the URL names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import quote, unquote
 
 import streamlit as st
 
 from console.client import ApiError, get_client
 
+COOKIE = "crosscheck_session"  # the session token; never in the URL
+WHO = "crosscheck_who"  # name and role, for display only (the API checks the token)
+SESSION = timedelta(hours=12)  # the orchestrator's session length
+SESSION_KEYS = ("token", "user", "client", "review_id", "my_claims", "cookie", "last_decision")
 
-def _signed_in(client, token: str, user: dict) -> None:
+
+def read_cookies() -> Mapping[str, str]:
+    """The cookies the browser sent when this session opened (tests replace this)."""
+    return st.context.cookies
+
+
+def _base_client() -> Any:
+    """A client without a token (or the injected fake)."""
+    return get_client()
+
+
+def restore() -> None:
+    """Log in from the session cookie, if there is one and the API still takes it."""
+    if st.session_state.get("token") or st.session_state.get("signed_out"):
+        return
+    cookies = read_cookies()
+    token = cookies.get(COOKIE)
+    if not token:
+        return
+    client = _base_client().with_token(token)
+    try:
+        client.check_token()
+    except ApiError as exc:
+        if exc.status in (401, 403):  # expired or revoked: forget it
+            st.session_state["signed_out"] = True
+            return
+    name, _, role = unquote(cookies.get(WHO) or "").partition("|")
+    st.session_state["token"] = token
+    st.session_state["user"] = {"name": name or None, "role": role or None}
+    st.session_state["client"] = client
+
+
+def _signed_in(client: Any, token: str, user: dict[str, Any], expires: Any = None) -> None:
+    until = datetime.now(UTC) + SESSION
+    if isinstance(expires, str):
+        try:
+            until = min(until, datetime.fromisoformat(expires.replace("Z", "+00:00")))
+        except ValueError:
+            pass
     st.session_state["token"] = token
     st.session_state["user"] = user
     st.session_state["client"] = client.with_token(token)
+    st.session_state["cookie"] = until.isoformat()  # app.py writes the cookie on the next run
+    st.session_state.pop("signed_out", None)
     st.rerun()
 
 
-st.title("Crosscheck reviewer console")
-password_tab, token_tab = st.tabs(["Password", "Token"])
+def _cookie_manager() -> Any:
+    import extra_streamlit_components as stx  # type: ignore[import-untyped]
 
-with password_tab, st.form("login-password"):
-    username = st.text_input("Username", key="login-username")
-    password = st.text_input("Password", type="password", key="login-password-input")
-    if st.form_submit_button("Log in", key="login-submit"):
-        client = get_client()
-        try:
-            answer = client.login(username, password)
-        except ApiError as exc:
-            st.error(f"Login failed: {exc.detail}")
-        else:
-            _signed_in(client, answer["token"], {"name": answer["name"], "role": answer["role"]})
+    return stx.CookieManager(key="cookie-manager")
 
-with token_tab, st.form("login-token"):
-    token = st.text_input("API token", type="password", key="login-token-input")
-    if st.form_submit_button("Use token", key="token-submit"):
-        client = get_client()
+
+def keep_cookie() -> None:
+    """Write the session cookie for a login made in this session (stable arguments, so the
+    component is not re-sent on every run)."""
+    until = st.session_state.get("cookie")
+    token = st.session_state.get("token")
+    if not until or not token:
+        return
+    user = st.session_state.get("user") or {}
+    who = quote(f"{user.get('name') or ''}|{user.get('role') or ''}")
+    expires = datetime.fromisoformat(until)
+    max_age = max(60.0, (expires - datetime.now(UTC)).total_seconds())
+    manager = _cookie_manager()
+    manager.set(COOKIE, token, key="cookie-set-token", expires_at=expires, max_age=int(max_age))
+    manager.set(WHO, who, key="cookie-set-who", expires_at=expires, max_age=int(max_age))
+
+
+def log_out() -> None:
+    for key in SESSION_KEYS:
+        st.session_state.pop(key, None)
+    st.session_state["signed_out"] = True
+    st.rerun()
+
+
+def drop_cookie() -> None:
+    """After logging out: delete the cookie in the browser (a component, so on the next run)."""
+    if not st.session_state.get("signed_out") or not read_cookies().get(COOKIE):
+        return
+    manager = _cookie_manager()
+    for name, key in ((COOKIE, "cookie-del-token"), (WHO, "cookie-del-who")):
         try:
-            client.with_token(token.strip()).check_token()
-        except ApiError as exc:
-            st.error(f"Token rejected: {exc.detail}")
-        else:
-            _signed_in(client, token.strip(), {"name": None, "role": None})
+            manager.delete(name, key=key)
+        except KeyError:  # not read back from the browser yet: the delete is sent anyway
+            pass
+
+
+def signed_in_as() -> str:
+    user = st.session_state.get("user") or {}
+    role = user.get("role") or "role unknown"
+    if user.get("name"):
+        return f"Signed in as {user['name']} ({role})"
+    return f"Signed in with an API token ({role})"
+
+
+def show() -> None:
+    """The login form, shown in place of whatever page the URL names."""
+    st.title("Crosscheck reviewer console")
+    if wanted := st.query_params.get("review"):
+        st.caption(f"Log in to open review {wanted}.")
+    password_tab, token_tab = st.tabs(["Password", "Token"])
+
+    with password_tab, st.form("login-password"):
+        username = st.text_input("Username", key="login-username")
+        password = st.text_input("Password", type="password", key="login-password-input")
+        if st.form_submit_button("Log in", key="login-submit"):
+            client = _base_client()
+            try:
+                answer = client.login(username, password)
+            except ApiError as exc:
+                st.error(f"Login failed: {exc.detail}")
+            else:
+                user = {"name": answer["name"], "role": answer["role"]}
+                _signed_in(client, answer["token"], user, answer.get("expires_at"))
+
+    with token_tab, st.form("login-token"):
+        token = st.text_input("API token", type="password", key="login-token-input")
+        if st.form_submit_button("Use token", key="token-submit"):
+            client = _base_client()
+            candidate = client.with_token(token.strip())
+            try:
+                candidate.check_token()
+            except ApiError as exc:
+                st.error(f"Token rejected: {exc.detail}")
+            else:
+                role = candidate.token_role() if hasattr(candidate, "token_role") else None
+                _signed_in(client, token.strip(), {"name": None, "role": role})

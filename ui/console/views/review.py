@@ -1,15 +1,23 @@
-"""One review item: its context, the critic's issues, and one decision form."""
+"""One review item: the output as it ships with the critic's quotes marked, the evidence as
+tables, and a decision panel for the claim's holder (a read-only view for everyone else)."""
+
+from __future__ import annotations
+
+from typing import Any
 
 import streamlit as st
 
 from console.client import ApiError, get_client, new_idempotency_key
 from console.view import (
-    SEVERITY_ICON,
+    ago,
     claimer,
-    highlight,
-    human_span,
-    seconds_left,
+    comment_points,
+    decision_banner,
+    friendly_detail,
+    marked_output,
+    quote_spans,
     side_by_side,
+    time_left,
     unified_diff,
 )
 
@@ -17,163 +25,478 @@ ACTIONS = {
     "pre_critique": ["comment", "approve", "edit", "reject"],
     "escalation": ["comment", "retry", "approve", "edit", "reject"],
 }
-ACTION_HELP = {
-    "comment": "Comment: the Actor revises next and must apply each line of your note; "
-    "the run cannot pass until the Critic finds every line applied.",
-    "approve": "Approve: accept the current output.",
-    "edit": "Edit: replace the output (tick 'finish' to accept it as final).",
-    "reject": "Reject: stop the run (say why in the comment).",
-    "retry": "Retry: give the run more rounds.",
+ACTION_LABEL = {
+    "comment": "Comment",
+    "approve": "Approve",
+    "edit": "Edit",
+    "reject": "Reject",
+    "retry": "Retry",
 }
+ACTION_HELP = {
+    "comment": "The Actor revises next and must apply each point; the run cannot pass until "
+    "the Critic finds every point applied.",
+    "approve": "The current output becomes the run's final output.",
+    "edit": "Your version becomes a new round (the current one stays in the history).",
+    "reject": "The run stops as failed, with your reason.",
+    "retry": "The run gets more rounds, starting from a revision.",
+}
+KIND_LABEL = {"pre_critique": "Pre-critique review", "escalation": "Escalation"}
+SEVERITY_COLOR = {
+    "critical": "red",
+    "high": "red",
+    "major": "orange",
+    "medium": "orange",
+    "minor": "yellow",
+    "low": "gray",
+}
+SOURCE_LABEL = {"human": "person", "critic": "Critic", "evaluator": "evaluator"}
 
 
-@st.fragment(run_every=1)
-def lease(expires_at) -> None:
-    left = seconds_left(expires_at)
-    if left is None:
-        st.caption("Not claimed.")
-    elif left <= 0:
-        st.warning("Your lease has expired: claim again before deciding.")
+def _me() -> dict[str, Any]:
+    return st.session_state.get("user") or {}
+
+
+def _holds(review: dict[str, Any]) -> bool:
+    """Whether this session holds the claim: by the claiming token's id when this session made
+    the claim, else by name (the orchestrator checks again on every decision)."""
+    if review.get("status") != "claimed":
+        return False
+    if review.get("claimed_by") and review["claimed_by"] in st.session_state.get("my_claims", {}):
+        return True
+    name = _me().get("name")
+    return bool(name) and review.get("claimed_by_name") == name
+
+
+def _remember_claim(answer: Any) -> None:
+    if isinstance(answer, dict) and answer.get("claimed_by"):
+        st.session_state.setdefault("my_claims", {})[answer["claimed_by"]] = answer.get(
+            "claimed_by_name"
+        )
+
+
+@st.fragment(run_every=5)
+def lease(expires_at: Any) -> None:
+    left = time_left(expires_at)
+    if left.startswith("until now"):
+        st.warning("Your claim has lapsed: claim again before deciding.")
     else:
-        st.caption(f"Lease: {human_span(left)} left")
+        st.caption(f"You hold this item {left}.")
 
 
-def _context(review: dict) -> None:
+# ---------------------------------------------------------------- output and critique
+def _issues(critique: dict[str, Any] | None) -> list[dict[str, Any]]:
+    return list((critique or {}).get("issues") or [])
+
+
+def _numbered(issues: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    return [(n, issue.get("quote") or "") for n, issue in enumerate(issues, start=1)]
+
+
+def _show_output(text: str, critique: dict[str, Any] | None, *, code: bool) -> None:
+    st.html(marked_output(text, _numbered(_issues(critique)), code=code))
+
+
+def _issue_cards(text: str, critique: dict[str, Any] | None, *, code: bool) -> None:
+    issues = _issues(critique)
+    if not issues:
+        st.caption("The Critic quoted nothing in this version.")
+        return
+    found = {n for _, _, n in quote_spans(text, _numbered(issues))}
+    for n, issue in enumerate(issues, start=1):
+        with st.container(border=True, key=f"issue-{n}"):
+            sev = str(issue.get("severity") or "?")
+            color = SEVERITY_COLOR.get(sev, "gray")
+            st.markdown(f"**{n}.** :{color}-badge[{sev}] · {issue.get('dimension') or ''}")
+            quote = issue.get("quote")
+            if quote:
+                if code:
+                    st.code(quote, language=None)
+                else:
+                    st.text(f"“{quote}”")
+                if n not in found:
+                    st.caption("This quote is not in the output word for word.")
+            if issue.get("suggestion"):
+                st.markdown(f"Suggestion: {issue['suggestion']}")
+
+
+def _critique_line(critique: dict[str, Any] | None) -> str:
+    if not critique:
+        return "No critique of this version yet."
+    verdict = critique.get("verdict") or critique.get("error_class") or "?"
+    line = f"The Critic's verdict: **{verdict}**"
+    if critique.get("confidence") is not None:
+        line += f" (confidence {float(critique['confidence']):.2f})"
+    return line
+
+
+def _output(review: dict[str, Any], run: dict[str, Any] | None) -> None:
     ctx = review.get("context") or {}
     output = ctx.get("output") or ""
-    critiques = ctx.get("critiques") or []
-    left, right = st.columns([3, 2])
-    with left:
-        st.subheader("Task")
-        st.text(ctx.get("task") or review["task"])
-        st.subheader(f"Output (round {ctx.get('round', review['round'])})")
-        quotes = [i.get("quote") or "" for c in critiques[-1:] for i in c.get("issues") or []]
-        marked, side, diff, raw = st.tabs(
-            ["Critic's quotes marked", "Side by side", "Unified diff", "Raw"]
+    previous = ctx.get("previous_output")
+    number = int(ctx.get("round") or review["round"])
+    code = ctx.get("kind") == "code"
+    by_round = {int(c.get("round") or 0): c for c in ctx.get("critiques") or []}
+    critique, earlier = by_round.get(number), by_round.get(number - 1)
+    rounds = {int(r.get("number") or 0): r for r in (run or {}).get("rounds") or []}
+    this = rounds.get(number) or {}
+
+    st.subheader(f"Output, round {number}")
+    if this.get("provenance") == "human":
+        edited = this.get("review") or {}
+        st.info(
+            f"A person ({edited.get('edited_by') or 'a reviewer'}) wrote this version; "
+            "the version it replaced is beside it under “Beside the previous round”."
         )
-        with marked:
-            st.markdown(highlight(output, quotes), unsafe_allow_html=True)
-        with side:
-            if ctx.get("previous_output") is None:
-                st.caption("No previous round.")
-            else:
-                st.html(side_by_side(ctx["previous_output"], output))
-        with diff:
-            if ctx.get("previous_output") is None:
-                st.caption("No previous round.")
-            else:
-                st.code(unified_diff(ctx["previous_output"], output) or "(no change)", "diff")
-        with raw:
-            st.code(output, language=None, wrap_lines=True)
-        st.subheader("Critique")
-        if not critiques:
-            st.caption("No critique yet.")
-        for c in reversed(critiques):
-            conf = c.get("confidence")
-            title = f"Round {c.get('round')}: {c.get('verdict') or c.get('error_class') or '?'}"
-            if conf is not None:
-                title += f" (confidence {float(conf):.2f})"
-            with st.expander(title, expanded=c is critiques[-1]):
-                for issue in c.get("issues") or []:
-                    sev = issue.get("severity", "")
-                    st.markdown(
-                        f"{SEVERITY_ICON.get(sev, '⚪')} **{sev}** · {issue.get('dimension')}"
-                    )
-                    if issue.get("quote"):
-                        st.text(f"“{issue['quote']}”")
-                    if issue.get("suggestion"):
-                        st.caption(f"Suggestion: {issue['suggestion']}")
-                if c.get("reflection"):
-                    st.caption(f"Critic's reflection: {c['reflection']}")
-    with right:
-        st.subheader("Evaluation")
-        evaluation = ctx.get("evaluation")
-        if not evaluation:
-            st.caption("No evaluator ran.")
+    st.markdown(_critique_line(critique))
+    tabs = ["Quotes marked", "Beside the previous round", "Changes"]
+    if code:
+        tabs.insert(1, "Highlighted")
+    shown = dict(zip(tabs, st.tabs(tabs), strict=True))
+    with shown["Quotes marked"]:
+        _show_output(output, critique, code=code)
+        _issue_cards(output, critique, code=code)
+    if code:
+        with shown["Highlighted"]:
+            st.code(output, language="python", line_numbers=True)
+    with shown["Beside the previous round"]:
+        if previous is None:
+            st.caption("This is the first round.")
         else:
-            mark = "✅ passed" if evaluation.get("passed") else "❌ failed"
-            st.markdown(f"**{mark}**")
-            if evaluation.get("summary"):
-                st.text(evaluation["summary"])
-            extra = {k: v for k, v in evaluation.items() if k not in ("passed", "summary")}
-            if extra:
-                with st.expander("Details"):
-                    st.json(extra)
-        st.subheader("Reflections")
-        reflections = ctx.get("reflections") or []
-        if not reflections:
-            st.caption("None yet.")
-        for r in reflections:
-            who = "🧑 human" if r.get("source") == "human" else f"🤖 {r.get('source')}"
-            st.markdown(f"**Round {r.get('round')}** · {who} · {r.get('author') or ''}")
-            st.text(r.get("content") or "")
-        if review["kind"] == "escalation":
-            st.subheader("Why it stopped")
-            st.write(f"Stop reason: `{ctx.get('stop_reason')}`")
-            if ctx.get("rounds"):
-                with st.expander(f"All {len(ctx['rounds'])} rounds"):
-                    st.json(ctx["rounds"])
+            left, right = st.columns(2)
+            with left:
+                st.markdown(f"**Round {number - 1}**")
+                _show_output(previous, earlier, code=code)
+            with right:
+                st.markdown(f"**Round {number}** (this one)")
+                _show_output(output, critique, code=code)
+    with shown["Changes"]:
+        if previous is None:
+            st.caption("This is the first round.")
+        else:
+            st.html(side_by_side(previous, output))
+            with st.expander("As a unified diff"):
+                st.code(unified_diff(previous, output) or "(no change)", "diff")
+    _edit_beside(review, rounds, output, code=code)
 
 
-def _decision_form(review: dict) -> None:
-    ctx = review.get("context") or {}
+def _edit_beside(
+    review: dict[str, Any], rounds: dict[int, dict[str, Any]], output: str, *, code: bool
+) -> None:
+    """A version a reviewer wrote for this item, beside the version it replaced."""
+    for number, row in sorted(rounds.items()):
+        meta = row.get("review") or {}
+        if row.get("provenance") != "human" or meta.get("review_id") != review["id"]:
+            continue
+        st.subheader(f"Edited by {meta.get('edited_by') or 'a reviewer'} (round {number})")
+        left, right = st.columns(2)
+        with left:
+            st.markdown(f"**Original (round {meta.get('from_round', review['round'])})**")
+            st.html(marked_output(output, [], code=code))
+        with right:
+            st.markdown(f"**Edited (round {number})**")
+            st.html(marked_output(str(row.get("output") or ""), [], code=code))
+
+
+# ---------------------------------------------------------------- evidence
+def _evaluation(ctx: dict[str, Any]) -> None:
+    st.subheader("Evaluation")
+    evaluation = ctx.get("evaluation")
+    if not evaluation:
+        st.caption("No evaluator ran on this version.")
+        return
+    if evaluation.get("passed"):
+        st.markdown(":green-badge[passed]")
+    else:
+        st.markdown(":red-badge[failed]")
+    if evaluation.get("summary"):
+        st.text(evaluation["summary"])
+    tests = evaluation.get("tests") or []
+    if tests:
+        frame = [
+            {
+                "test": t.get("name") or "?",
+                "status": t.get("status") or "?",
+                "message": t.get("message") or "",
+            }
+            for t in tests
+        ]
+        st.dataframe(
+            frame,
+            hide_index=True,
+            width="stretch",
+            key="eval-tests",
+            column_config={
+                "test": st.column_config.TextColumn("Test"),
+                "status": st.column_config.TextColumn("Status", width="small"),
+                "message": st.column_config.TextColumn("Message"),
+            },
+        )
+    for stream in ("stdout", "stderr"):
+        if evaluation.get(stream):
+            with st.expander(stream):
+                st.code(evaluation[stream], language=None)
+
+
+def _binding_checks(critique: dict[str, Any] | None) -> None:
+    checks = (critique or {}).get("binding_checks") or []
+    if not checks:
+        return
+    st.subheader("Reviewer points")
+    frame = [
+        {
+            "point": c.get("point") or "",
+            "applied": bool(c.get("satisfied")),
+            "where": c.get("quote") or "",
+        }
+        for c in checks
+    ]
+    st.dataframe(
+        frame,
+        hide_index=True,
+        width="stretch",
+        key="binding-checks",
+        column_config={
+            "point": st.column_config.TextColumn("Point"),
+            "applied": st.column_config.CheckboxColumn("Applied", width="small"),
+            "where": st.column_config.TextColumn("Where (quote)"),
+        },
+    )
+
+
+def _usage(run: dict[str, Any] | None, number: int) -> None:
+    row = next((r for r in (run or {}).get("rounds") or [] if r.get("number") == number), None)
+    usage = (row or {}).get("usage") or {}
+    lines = [
+        {
+            "role": role,
+            "provider": u.get("provider") or "",
+            "model": u.get("model") or "",
+            "input tokens": u.get("input_tokens") or 0,
+            "output tokens": u.get("output_tokens") or 0,
+            "cost": u.get("cost_usd"),
+            "latency ms": u.get("latency_ms"),
+        }
+        for role, u in usage.items()
+        if isinstance(u, dict)
+    ]
+    if not lines:
+        return
+    with st.expander("Model usage for this round"):
+        st.dataframe(
+            lines,
+            hide_index=True,
+            width="stretch",
+            key="usage",
+            column_config={
+                "cost": st.column_config.NumberColumn("Cost", format="$%.4f"),
+                "latency ms": st.column_config.NumberColumn("Latency", format="%d ms"),
+            },
+        )
+
+
+def _reflections(ctx: dict[str, Any]) -> None:
+    st.subheader("Reflections")
+    reflections = ctx.get("reflections") or []
+    if not reflections:
+        st.caption("None yet.")
+    for r in reflections:
+        source = SOURCE_LABEL.get(str(r.get("source")), str(r.get("source")))
+        who = f" ({r['author']})" if r.get("author") and r.get("author") != r.get("source") else ""
+        badge = ":blue-badge[binding]" if r.get("source") == "human" else ""
+        st.markdown(f"**Round {r.get('round')}** · {source}{who} {badge}")
+        st.text(r.get("content") or "")
+
+
+def _escalation(ctx: dict[str, Any]) -> None:
+    st.subheader("Why it stopped")
+    st.markdown(f"Stop reason: `{ctx.get('stop_reason')}`")
+    if ctx.get("error_class") and ctx.get("error_class") != "none":
+        st.markdown(f"Error class: `{ctx['error_class']}`")
+    if ctx.get("detail"):
+        st.text(ctx["detail"])
+    rounds = ctx.get("rounds") or []
+    if rounds:
+        frame = [
+            {
+                "round": r.get("number"),
+                "by": "person" if r.get("provenance") == "human" else "Actor",
+                "verdict": (r.get("critique") or {}).get("verdict") or "",
+                "tests": ""
+                if not r.get("evaluation")
+                else ("passed" if r["evaluation"].get("passed") else "failed"),
+                "output": (r.get("output") or "").strip().split("\n", 1)[0][:80],
+            }
+            for r in rounds
+        ]
+        st.dataframe(frame, hide_index=True, width="stretch", key="esc-rounds")
+
+
+# ---------------------------------------------------------------- decisions
+def _send(review: dict[str, Any], action: str, **fields: Any) -> None:
     idem_key = f"idem-{review['id']}"
-    st.session_state.setdefault(idem_key, new_idempotency_key())
-    with st.form("decision"):
-        st.subheader("Decision")
-        actions = ACTIONS.get(review["kind"], ACTIONS["pre_critique"])
-        action = st.radio("Action", actions, horizontal=True, key="decision-action", captions=None)
-        st.caption(" · ".join(ACTION_HELP[a] for a in actions))
-        comment = st.text_area("Comment", key="decision-comment")
-        lesson = st.checkbox(
-            "Make this comment a lesson for similar future tasks", key="decision-lesson"
-        )
-        lesson_scope = st.text_input(
-            "Lesson scope: 'global' or a tag runs opt into", value="global", key="decision-scope"
-        )
-        output = st.text_area(
-            "Edited output (for edit)", value=ctx.get("output") or "", key="decision-output"
-        )
-        finish = st.checkbox("Finish with the edited output", key="decision-finish")
-        rounds = 1
-        if review["kind"] == "escalation":
-            rounds = st.number_input("More rounds (for retry)", 1, 10, 1, key="decision-rounds")
-        submitted = st.form_submit_button("Submit decision", type="primary", key="decision-submit")
-    if not submitted:
-        return
-    if action == "comment" and not comment.strip():
-        st.error("A comment decision needs the comment text.")
-        return
-    if action == "reject" and not comment.strip():
-        st.error("A reject decision needs the reason: write it in the comment.")
-        return
-    if lesson and not comment.strip():
-        st.error("A lesson is made from the comment: write one.")
-        return
-    if action == "edit" and not output.strip():
-        st.error("An edit decision needs the edited output.")
-        return
     try:
         result = get_client().decide(
-            review["id"],
-            action=action,
-            idempotency_key=st.session_state[idem_key],
-            comment=comment.strip() or None,
-            output=output if action == "edit" else None,
-            finish=finish,
-            rounds=int(rounds) if action == "retry" else None,
-            lesson=lesson,
-            lesson_scope=lesson_scope.strip() or "global",
+            review["id"], action=action, idempotency_key=st.session_state[idem_key], **fields
         )
     except ApiError as exc:
         st.session_state[idem_key] = new_idempotency_key()  # a corrected form is a new request
-        st.error(f"Decision refused: {exc.detail}")
+        st.error(f"Decision refused: {friendly_detail(exc.detail)}")
         return
     st.session_state["last_decision"] = result
+    st.session_state.pop("reject-pending", None)
     st.session_state.pop("queue_items", None)
     st.rerun()
 
 
+def _comment_form(review: dict[str, Any]) -> None:
+    with st.form("decision-form-comment"):
+        text = st.text_area(
+            "Points for the next revision, one per line",
+            key="decision-comment",
+            height=140,
+            placeholder="Mention the Moon.\nSay why there are two high tides a day.",
+        )
+        lesson = st.checkbox(
+            "Also keep this as a lesson for similar future tasks", key="decision-lesson"
+        )
+        scope = st.text_input(
+            "Lesson scope: 'global' or a tag runs opt into", value="global", key="decision-scope"
+        )
+        submitted = st.form_submit_button("Send comment", type="primary", key="decision-submit")
+    if not submitted:
+        return
+    points = comment_points(text)
+    if not points:
+        st.error("A comment needs at least one point: write one per line.")
+        return
+    _send(
+        review,
+        "comment",
+        comment=text.strip(),
+        points=points,
+        lesson=lesson,
+        lesson_scope=scope.strip() or "global",
+    )
+
+
+def _approve_form(review: dict[str, Any]) -> None:
+    with st.form("decision-form-approve"):
+        st.markdown("The current output becomes final and the run ends as succeeded.")
+        submitted = st.form_submit_button("Approve", type="primary", key="decision-submit")
+    if submitted:
+        _send(review, "approve")
+
+
+def _edit_form(review: dict[str, Any]) -> None:
+    ctx = review.get("context") or {}
+    with st.form("decision-form-edit"):
+        output = st.text_area(
+            "Your version of the output",
+            value=ctx.get("output") or "",
+            key="decision-output",
+            height=320,
+        )
+        finish = st.checkbox(
+            "Finish with it (otherwise the Critic checks it next)", key="decision-finish"
+        )
+        submitted = st.form_submit_button("Save edit", type="primary", key="decision-submit")
+    if not submitted:
+        return
+    if not output.strip():
+        st.error("An edit needs the edited output.")
+        return
+    _send(review, "edit", output=output, finish=finish)
+
+
+def _reject_form(review: dict[str, Any]) -> None:
+    pending = st.session_state.get("reject-pending")
+    if pending and pending.get("review_id") == review["id"]:
+        st.warning(
+            "Reject this run? It stops as failed and cannot be resumed.\n\n"
+            f"Your reason: {pending['reason']}"
+        )
+        yes, no = st.columns(2)
+        if yes.button("Yes, reject", type="primary", key="decision-reject-confirm"):
+            _send(review, "reject", comment=pending["reason"])
+        if no.button("Cancel", key="decision-reject-cancel"):
+            st.session_state.pop("reject-pending", None)
+            st.rerun()
+        return
+    with st.form("decision-form-reject"):
+        reason = st.text_area("Why reject? (required)", key="decision-reason", height=100)
+        submitted = st.form_submit_button("Reject…", key="decision-submit")
+    if not submitted:
+        return
+    if not reason.strip():
+        st.error("A reject needs the reason: say why the run should stop.")
+        return
+    st.session_state["reject-pending"] = {"review_id": review["id"], "reason": reason.strip()}
+    st.rerun()
+
+
+def _retry_form(review: dict[str, Any]) -> None:
+    with st.form("decision-form-retry"):
+        rounds = st.number_input("More rounds", 1, 10, 1, key="decision-rounds")
+        submitted = st.form_submit_button("Retry", type="primary", key="decision-submit")
+    if submitted:
+        _send(review, "retry", rounds=int(rounds))
+
+
+FORMS = {
+    "comment": _comment_form,
+    "approve": _approve_form,
+    "edit": _edit_form,
+    "reject": _reject_form,
+    "retry": _retry_form,
+}
+
+
+def _decision_panel(review: dict[str, Any]) -> None:
+    st.session_state.setdefault(f"idem-{review['id']}", new_idempotency_key())
+    with st.container(border=True, key="decision-panel"):
+        st.subheader("Decision")
+        actions = ACTIONS.get(review["kind"], ACTIONS["pre_critique"])
+        action = st.radio(
+            "Action",
+            actions,
+            horizontal=True,
+            key="decision-action",
+        )
+        st.caption(ACTION_HELP[action])
+        FORMS[action](review)
+
+
+def _decided(review: dict[str, Any]) -> None:
+    decision = review.get("decision") or {}
+    st.subheader("Decision")
+    action = decision.get("action") or "?"
+    who = decision.get("author") or "a reviewer"
+    st.markdown(f"**{ACTION_LABEL.get(action, action)}** by {who}, {ago(decision.get('at'))}.")
+    points = decision.get("points") or []
+    if points:
+        st.markdown("\n".join(f"1. {p}" for p in points))
+    elif decision.get("comment"):
+        st.text(decision["comment"])
+    if decision.get("rounds"):
+        st.markdown(f"More rounds given: {decision['rounds']}")
+    if decision.get("critic_verdict"):
+        agreed = "agreed" if decision.get("agreed_with_critic") else "did not agree"
+        st.caption(f"The Critic's verdict was {decision['critic_verdict']}; the reviewer {agreed}.")
+    if decision.get("lesson_id"):
+        st.caption("The comment was kept as a lesson.")
+
+
+def _raw(review: dict[str, Any]) -> None:
+    with st.expander("Raw"):
+        decision = {
+            k: v
+            for k, v in (review.get("decision") or {}).items()
+            if v is not None and k not in ("by", "idempotency_key")
+        }
+        st.json({"context": review.get("context") or {}, "decision": decision}, expanded=False)
+
+
+# ---------------------------------------------------------------- the page
 st.title("Review")
 if requested := st.query_params.get("review"):  # a link from the queue, or a shared URL
     st.session_state["review_id"] = requested
@@ -182,57 +505,87 @@ if not review_id:
     st.info("Open an item in the queue to review it.")
     st.page_link("views/queue.py", label="Go to the queue")
     st.stop()
+if st.query_params.get("review") != review_id:
+    st.query_params["review"] = review_id  # the address bar is a link to this item
 
 done = st.session_state.get("last_decision")
 if done and done.get("review_id") == review_id:
-    st.success(f"Decision '{done['action']}' recorded; the run is now {done['run_status']}.")
+    st.success(decision_banner(done))
 
 client = get_client()
 try:
     review = client.get_review(review_id)
 except ApiError as exc:
-    st.error(f"Could not load review {review_id}: {exc.detail}")
-    st.stop()
-
-top = st.columns([4, 1, 1])
-top[0].markdown(
-    f"**{review['kind']}** · status **{review['status']}** · round {review['round']}"
-    f" · run `{review['run_id']}` · claimed by {claimer(review)}"
-    + (f"  \nReason: {review['reason']}" if review.get("reason") else "")
-)
-with top[0]:
-    lease(review.get("lease_expires_at"))
+    st.error(f"Could not load review {review_id}: {friendly_detail(exc.detail)}")
     st.page_link("views/queue.py", label="Back to the queue")
+    st.stop()
+try:
+    run: dict[str, Any] | None = client.get_run(review["run_id"])
+except ApiError:
+    run = None  # the review still shows; only usage and edit provenance are missing
+
+ctx = review.get("context") or {}
+holder = _holds(review)
+st.markdown(
+    f"**{KIND_LABEL.get(review['kind'], review['kind'])}** · status **{review['status']}**"
+    f" · round {review['round']} · run `{review['run_id']}`"
+    + (f"  \nWhy it waits: {review['reason']}" if review.get("reason") else "")
+)
+st.page_link("views/queue.py", label="Back to the queue")
+
+bar = st.columns([5, 1, 1])
 if review["status"] == "pending":
-    if top[1].button("Claim", key="review-claim", type="primary"):
+    bar[0].info(
+        "Nobody holds this item. Claim this item to decide it: the claim keeps other "
+        "reviewers off it meanwhile."
+    )
+    if bar[1].button("Claim", key="review-claim", type="primary"):
         try:
-            client.claim(review_id)
+            _remember_claim(client.claim(review_id))
         except ApiError as exc:
-            st.error(f"Could not claim: {exc.detail}")
+            st.error(f"Could not claim: {friendly_detail(exc.detail)}")
         else:
             st.session_state.pop("queue_items", None)
             st.rerun()
-elif review["status"] == "claimed":
-    if top[1].button("Renew lease", key="renew"):
+elif review["status"] == "claimed" and holder:
+    with bar[0]:
+        lease(review.get("lease_expires_at"))
+    if bar[1].button("Renew", key="renew", help="Hold it 5 more minutes"):
         try:
-            client.claim(review_id)
+            _remember_claim(client.claim(review_id))
             st.rerun()
         except ApiError as exc:
-            st.error(f"Could not renew: {exc.detail}")
-    if top[2].button("Release", key="release"):
+            st.error(f"Could not renew: {friendly_detail(exc.detail)}")
+    if bar[2].button("Release", key="release", help="Give it back to the queue"):
         try:
             client.release(review_id)
         except ApiError as exc:
-            st.error(f"Could not release: {exc.detail}")
-        else:  # stay here (no page switch while the lease countdown ticks): it is pending again
+            st.error(f"Could not release: {friendly_detail(exc.detail)}")
+        else:  # stay here: it is pending again
             st.session_state.pop("queue_items", None)
             st.rerun()
+elif review["status"] == "claimed":
+    bar[0].info(
+        f"{claimer(review)} holds this item {time_left(review.get('lease_expires_at'))}: "
+        "you can read it; only they can decide it until they decide or release it."
+    )
 
-_context(review)
-if review["status"] == "claimed":
-    _decision_form(review)
-elif review["status"] == "pending":
-    st.info("Claim this item to decide it: the claim keeps other reviewers off it meanwhile.")
-elif review.get("decision"):
-    st.subheader("Decision")
-    st.json(review["decision"])
+st.subheader("Task")
+st.text(ctx.get("task") or review["task"])
+
+left, right = st.columns([3, 2], gap="medium")
+critiques = {int(c.get("round") or 0): c for c in ctx.get("critiques") or []}
+with left:
+    _output(review, run)
+with right:
+    if holder:
+        _decision_panel(review)
+    elif review["status"] in ("resolved", "expired") and review.get("decision"):
+        _decided(review)
+    _evaluation(ctx)
+    _binding_checks(critiques.get(int(ctx.get("round") or review["round"])))
+    _usage(run, int(ctx.get("round") or review["round"]))
+    _reflections(ctx)
+    if review["kind"] == "escalation":
+        _escalation(ctx)
+_raw(review)
