@@ -338,6 +338,11 @@ class ReviewSummary(WireModel):
     on_expiry: str | None = Field(
         default=None, description="What happens at the deadline: continue or escalate."
     )
+    confidence: float | None = Field(
+        default=None,
+        description="The Critic's confidence on the item's round, or on the previous round "
+        "when this one is not critiqued yet (a review before the critique); None if neither is.",
+    )
     created_at: datetime
 
 

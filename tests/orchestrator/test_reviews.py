@@ -42,6 +42,40 @@ class TestQueue:
         assert full["context"]["output"] == run["rounds"][0]["output"]
         assert full["context"]["previous_output"] is None
 
+    async def test_the_list_shows_the_critics_confidence(self, api):
+        # an escalation: the Critic judged its round
+        item = await escalated_review(api)
+        run = (await api.get(f"/v1/runs/{item['run_id']}")).json()
+        expected = run["rounds"][0]["critique"]["confidence"]
+        assert isinstance(expected, float)
+        assert item["confidence"] == expected
+        assert (await api.get(f"/v1/reviews/{item['id']}")).json()["confidence"] == expected
+        # a low-confidence pause comes after the critique of its round
+        low = await start(
+            api,
+            task="Explain tides.",
+            policy={"review": "on_low_confidence", "review_confidence_threshold": 1.0},
+        )
+        await wait_for(api, low, statuses={"awaiting_review"})
+        [paused] = (await api.get("/v1/reviews", params={"run_id": low})).json()["items"]
+        assert paused["reason"] == "low_confidence"
+        low_run = (await api.get(f"/v1/runs/{low}")).json()
+        assert paused["confidence"] == low_run["rounds"][0]["critique"]["confidence"]
+        # before the critique of the first round there is no confidence yet
+        first = await start(api, task="Explain tides.", policy={"review": "before_critique"})
+        await wait_for(api, first, statuses={"awaiting_review"})
+        [fresh] = (await api.get("/v1/reviews", params={"run_id": first})).json()["items"]
+        assert fresh["kind"] == "pre_critique"
+        assert fresh["confidence"] is None
+        # the page lists all three, each with its own
+        page = (await api.get("/v1/reviews")).json()["items"]
+        by_id = {i["id"]: i["confidence"] for i in page}
+        assert by_id == {
+            item["id"]: expected,
+            paused["id"]: paused["confidence"],
+            fresh["id"]: None,
+        }
+
     async def test_filters_and_paging(self, api):
         for _ in range(3):
             await escalated_review(api)

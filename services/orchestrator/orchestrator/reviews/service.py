@@ -89,6 +89,30 @@ def effective_status(item: ReviewItem, now: datetime) -> ReviewStatus:
     return ReviewStatus(item.status)
 
 
+def critic_confidence(session: Session, items: list[ReviewItem]) -> dict[str, float]:
+    """Each item's Critic confidence, in one query for the page: its round's critique, or the
+    previous round's when its round is not critiqued yet (a review before the critique)."""
+    wanted = {(i.run_id, n) for i in items for n in (i.round, i.round - 1) if n >= 1}
+    if not wanted:
+        return {}
+    query = select(Round.run_id, Round.number, Round.critique).where(
+        col(Round.run_id).in_({run_id for run_id, _ in wanted}),
+        col(Round.number).in_({number for _, number in wanted}),
+    )
+    found: dict[tuple[str, int], float] = {}
+    for run_id, number, critique in session.exec(query):
+        value = (critique or {}).get("confidence")
+        if (run_id, number) in wanted and isinstance(value, int | float):
+            found[(run_id, number)] = float(value)
+    out: dict[str, float] = {}
+    for item in items:
+        for number in (item.round, item.round - 1):
+            if (item.run_id, number) in found:
+                out[item.id] = found[(item.run_id, number)]
+                break
+    return out
+
+
 class ReviewService:
     def list(
         self,
@@ -120,15 +144,18 @@ class ReviewService:
             query = query.where(col(ReviewItem.seq) < int(cursor))
         rows = list(session.exec(query.order_by(col(ReviewItem.seq).desc()).limit(limit + 1)))
         page, more = rows[:limit], len(rows) > limit
+        confidence = critic_confidence(session, [item for item, _ in page])
         return ReviewPage(
-            items=[self._summary(item, task, now) for item, task in page],
+            items=[self._summary(item, task, now, confidence.get(item.id)) for item, task in page],
             next_cursor=str(page[-1][0].seq) if more and page else None,
         )
 
     def get(self, session: Session, review_id: str) -> ReviewPublic:
         item = self._load(session, review_id)
         run = records.load_run(session, item.run_id)
-        summary = self._summary(item, run.task, utcnow())
+        summary = self._summary(
+            item, run.task, utcnow(), critic_confidence(session, [item]).get(item.id)
+        )
         return ReviewPublic(
             **summary.model_dump(),
             context=self._context(session, item, run),
@@ -351,7 +378,9 @@ class ReviewService:
         return item
 
     @staticmethod
-    def _summary(item: ReviewItem, task: str, now: datetime) -> ReviewSummary:
+    def _summary(
+        item: ReviewItem, task: str, now: datetime, confidence: float | None = None
+    ) -> ReviewSummary:
         status = effective_status(item, now)
         held = status is ReviewStatus.claimed
         return ReviewSummary(
@@ -367,6 +396,7 @@ class ReviewService:
             lease_expires_at=item.lease_expires_at if held else None,
             deadline=item.deadline,
             on_expiry=item.on_expiry if item.deadline is not None else None,
+            confidence=confidence,
             created_at=item.created_at,
         )
 
