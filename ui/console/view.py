@@ -149,6 +149,9 @@ def time_left(value: Any, now: datetime | None = None) -> str:
         return "until now (the lease has lapsed)"
     if left < 60:
         return "for less than a minute more"
+    if left < 3600:
+        minutes = round(left / 60)
+        return f"for {minutes} more minute{'s' if minutes != 1 else ''}"
     return f"for {_amount(left)} more"
 
 

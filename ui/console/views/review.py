@@ -420,10 +420,16 @@ def _reject_form(review: dict[str, Any]) -> None:
             _send(review, "reject", comment=pending["reason"])
         if no.button("Cancel", key="decision-reject-cancel"):
             st.session_state.pop("reject-pending", None)
+            st.session_state["reject-draft"] = pending["reason"]  # the form shows it again
             st.rerun()
         return
     with st.form("decision-form-reject"):
-        reason = st.text_area("Why reject? (required)", key="decision-reason", height=100)
+        reason = st.text_area(
+            "Why reject? (required)",
+            value=st.session_state.pop("reject-draft", ""),
+            key="decision-reason",
+            height=100,
+        )
         submitted = st.form_submit_button("Reject…", key="decision-submit")
     if not submitted:
         return
