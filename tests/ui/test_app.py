@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -40,8 +41,21 @@ def has_key(at: AppTest, key: str) -> bool:
 
 
 def linked(at: AppTest) -> set[str]:
-    """The query strings of the links to the Review page."""
-    return {link.proto.query_string for link in at.get("page_link") if link.proto.page == "review"}
+    """The query strings of the queue table's links to the Review page."""
+    return {url.split("?", 1)[1] for url in table(at)["open"]}
+
+
+def table(at: AppTest, which: str | int = 0) -> dict[str, list]:
+    """A st.dataframe's columns (by key if it has a selection, else by position), as lists
+    (missing values as None)."""
+    if isinstance(which, int):
+        frame = at.dataframe[which]
+    else:
+        [frame] = [d for d in at.dataframe if d.key == which]
+    data = frame.value
+    return {
+        name: [None if v is None or v != v else v for v in data[name].tolist()] for name in data
+    }
 
 
 def assert_clean(at: AppTest) -> None:
@@ -169,8 +183,7 @@ def test_queue_lists_items_and_refreshes_only_on_events():
     fake = FakeClient([review_item("rev-1"), review_item("rev-2", kind="escalation")])
     at = make_app(fake).run()
     assert_clean(at)
-    text = all_text(at)
-    assert "Write a haiku about rivers" in text
+    assert set(table(at)["task"]) == {"Write a haiku about rivers"}
     assert linked(at) == {"review=rev-1", "review=rev-2"}
     loads = len(fake.called("list_reviews"))
     assert loads == 2  # pending + claimed
@@ -183,14 +196,67 @@ def test_queue_lists_items_and_refreshes_only_on_events():
     at.run()
     assert len(fake.called("list_reviews")) == loads + 2
     assert "review=rev-3" in linked(at)
-    assert "Summarise the report" in all_text(at)
+    assert "Summarise the report" in table(at)["task"]
 
 
 def test_queue_shows_what_happens_at_the_deadline():
     fake = FakeClient([review_item("rev-1", on_expiry="escalate")])
     at = make_app(fake).run()
     assert_clean(at)
-    assert "then escalate" in "\n".join(str(e.value) for e in at.markdown)
+    [deadline] = table(at)["deadline"]
+    assert deadline.startswith("soon: in 4 min")
+    assert deadline.endswith(", then escalate")
+
+
+def test_queue_table_says_what_each_item_is_in_plain_words():
+    from datetime import UTC, datetime, timedelta
+
+    day = (datetime.now(UTC) + timedelta(hours=23, minutes=59)).isoformat()
+    fake = FakeClient(
+        [
+            review_item("rev-1", round=1, reason="before_critique", confidence=None),
+            review_item("rev-2", round=3, reason="before_critique", confidence=0.8),
+            review_item("rev-3", reason="low_confidence", confidence=0.42, on_expiry="continue"),
+            review_item(
+                "esc-1", kind="escalation", reason="max_rounds", confidence=0.3, deadline=None
+            ),
+            review_item(
+                "rev-4",
+                status="claimed",
+                claimed_by="tok_1",
+                claimed_by_name="bob",
+                deadline=day,
+                on_expiry="continue",
+                reason="before_critique",
+            ),
+        ]
+    )
+    at = make_app(fake).run()
+    assert_clean(at)
+    rows = table(at)
+    by_item = {url.split("=", 1)[1]: i for i, url in enumerate(rows["open"])}
+    kinds = {key: rows["kind"][i] for key, i in by_item.items()}
+    assert kinds == {
+        "esc-1": "escalation: max_rounds",
+        "rev-1": "pre-critique (first round)",
+        "rev-2": "pre-critique (every round)",
+        "rev-3": "low confidence",
+        "rev-4": "pre-critique (every round)",
+    }
+    assert rows["open"][0] == "review?review=esc-1"  # escalations first
+    conf = {key: rows["confidence"][i] for key, i in by_item.items()}
+    assert conf == {"esc-1": 0.3, "rev-1": None, "rev-2": 0.8, "rev-3": 0.42, "rev-4": None}
+    assert rows["deadline"][by_item["esc-1"]] == "none: waits for a person"
+    assert rows["deadline"][by_item["rev-4"]] == "in 23 h, then continue with the AI critic"
+    assert rows["claimed_by"][by_item["rev-4"]] == "bob"
+    assert (
+        rows["claimed_by"][by_item["rev-1"]] is None or rows["claimed_by"][by_item["rev-1"]] == ""
+    )
+    assert rows["waiting"][by_item["rev-1"]] == "2 min"
+    assert rows["task"][0] == "Write a haiku about rivers"
+    config = json.loads(at.dataframe[0].proto.columns)
+    assert config["confidence"]["type_config"]["type"] == "progress"
+    assert config["open"]["type_config"]["type"] == "link"
 
 
 def test_queue_rows_link_to_their_review_page():
@@ -198,6 +264,14 @@ def test_queue_rows_link_to_their_review_page():
     at = make_app(fake).run()
     assert_clean(at)
     assert linked(at) == {"review=rev-1", "review=rev-2"}
+    assert not at.get("page_link")
+    # a selected row gets a link in this tab
+    at.session_state["queue-table"] = {"selection": {"rows": [1], "columns": [], "cells": []}}
+    at.run()
+    assert_clean(at)
+    [link] = at.get("page_link")
+    assert (link.proto.page, link.proto.query_string) == ("review", "review=rev-1")
+    assert link.proto.label == "Open low confidence: Write a haiku about rivers"
     assert fake.called("claim") == []  # opening is not claiming
 
 

@@ -276,3 +276,68 @@ def decision_banner(result: dict[str, Any]) -> str:
     status = str(result.get("run_status") or "")
     then = RUN_NEXT.get(status, f"The run is {status.replace('_', ' ')}.")
     return f"{DONE.get(str(result.get('action')), 'Decision recorded.')} {then}"
+
+
+# ---------------------------------------------------------------- tables (queue, escalations, runs)
+def span_words(seconds: float) -> str:
+    """``40 s``, ``12 min``, ``2 h 5 min``, ``23 h``, ``3 days``: a duration in plain words."""
+    s = int(abs(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min"
+    if s < 10 * 3600:
+        h, m = s // 3600, s % 3600 // 60
+        return f"{h} h {m} min" if m else f"{h} h"
+    if s < 2 * 86400:
+        return f"{s // 3600} h"
+    return f"{s // 86400} days"
+
+
+EXPIRY_WORDS = {"continue": "continue with the AI critic", "escalate": "escalate"}
+
+
+def deadline_words(value: Any, now: datetime | None = None, on_expiry: str | None = None) -> str:
+    """``in 23 h, then continue with the AI critic``; ``soon: in 4 min, then escalate``;
+    ``overdue by 2 min, then escalate``; ``none: waits for a person``."""
+    left = seconds_left(value, now)
+    if left is None:
+        return "none: waits for a person"
+    then = f", then {EXPIRY_WORDS.get(on_expiry or '', on_expiry)}" if on_expiry else ""
+    if left < 0:
+        return f"overdue by {span_words(left)}{then}"
+    return f"{'soon: ' if left < 600 else ''}in {span_words(left)}{then}"
+
+
+def waited_words(value: Any, now: datetime | None = None) -> str | None:
+    left = seconds_left(value, now)
+    return None if left is None else span_words(left)
+
+
+def kind_words(item: dict[str, Any]) -> str:
+    """What a review item is, with why it exists: ``escalation: max_rounds``,
+    ``low confidence``, ``pre-critique (first round)`` or ``pre-critique (every round)``.
+
+    A pause before the critique carries the reason ``before_critique`` under both review
+    modes; the first round's pause is the one ``first_round`` makes, later rounds' only
+    ``before_critique`` (every round) makes."""
+    reason = str(item.get("reason") or "")
+    if item.get("kind") == "escalation":
+        return f"escalation: {reason}" if reason else "escalation"
+    if "confidence" in reason:
+        return "low confidence"
+    return "pre-critique (first round)" if item.get("round") == 1 else "pre-critique (every round)"
+
+
+def short_id(value: str | None, keep: int = 8) -> str:
+    """``run_…a1b2c3d4``: the prefix and the random tail of an id (the full one is copyable)."""
+    if not value:
+        return ""
+    prefix, _, rest = value.partition("_")
+    if not rest or len(rest) <= keep:
+        return value
+    return f"{prefix}_…{rest[-keep:]}"
+
+
+# a LinkColumn shows the id's last 8 characters; copying the cell copies the link with the full id
+SHORT_ID_REGEX = r"=(?:[^&]*?)([^&_]{1,8})$"

@@ -1,8 +1,8 @@
 """Pending and claimed review items, refreshed live; each opens in the Review page.
 
-Rows link to the Review page (``?review=<id>``) instead of claiming from a button: the list
-is a fragment that reruns every second, and Streamlit 1.67 blanks the next page when
-``st.switch_page`` runs from a fragment while another tick is in flight. A link is
+Rows link to the Review page (``review?review=<id>``, a LinkColumn) instead of claiming from
+a button: the list is a fragment that reruns every second, and Streamlit 1.67 blanks the next
+page when ``st.switch_page`` runs from a fragment while another tick is in flight. A link is
 navigation the browser starts, which stops the fragment's timer first; the claim is one
 click on the Review page.
 """
@@ -12,9 +12,35 @@ from datetime import UTC, datetime
 import streamlit as st
 
 from console.client import ApiError, get_client
-from console.view import claimer, deadline_label, human_span, seconds_left
+from console.view import SHORT_ID_REGEX, claimer, deadline_words, kind_words, waited_words
 
 KIND_LABEL = {"pre_critique": "pre-critique", "escalation": "escalation"}
+
+COLUMNS = {
+    "open": st.column_config.LinkColumn(
+        "Item",
+        width=90,
+        display_text=SHORT_ID_REGEX,
+        help="Opens the item on the Review page; copy the cell for its full link.",
+    ),
+    "kind": st.column_config.TextColumn("Kind", width=190, help="What waits, and why."),
+    "task": st.column_config.TextColumn("Task", width="large"),
+    "round": st.column_config.NumberColumn("Round", width=60),
+    "confidence": st.column_config.ProgressColumn(
+        "Confidence",
+        width=100,
+        min_value=0.0,
+        max_value=1.0,
+        format="%.2f",
+        help="The Critic's confidence on this round (or the last critiqued one); "
+        "empty before any critique.",
+    ),
+    "waiting": st.column_config.TextColumn("Waiting", width=70, help="Since the item was made."),
+    "deadline": st.column_config.TextColumn(
+        "Deadline", width=270, help="When the item stops waiting, and what happens then."
+    ),
+    "claimed_by": st.column_config.TextColumn("Claimed by", width=90),
+}
 
 
 def _changed(client) -> bool:
@@ -43,6 +69,22 @@ def _load(client) -> list[dict]:
     return items
 
 
+def rows(items: list[dict], now: datetime) -> list[dict]:
+    return [
+        {
+            "open": f"review?review={item['id']}",
+            "kind": kind_words(item),
+            "task": (item.get("task") or "").split("\n", 1)[0],
+            "round": item["round"],
+            "confidence": item.get("confidence"),
+            "waiting": waited_words(item.get("created_at"), now),
+            "deadline": deadline_words(item.get("deadline"), now, item.get("on_expiry")),
+            "claimed_by": claimer(item) if item.get("status") == "claimed" else "",
+        }
+        for item in items
+    ]
+
+
 @st.fragment(run_every=1)
 def queue(kinds: list[str]) -> None:
     client = get_client()
@@ -56,24 +98,30 @@ def queue(kinds: list[str]) -> None:
     if not items:
         st.info("Nothing waits for review.")
         return
-    now = datetime.now(UTC)
-    widths = [1.2, 4, 0.7, 1, 1.2, 1.6, 1.4, 1]
-    header = st.columns(widths)
-    titles = ["Kind", "Task", "Round", "Confidence", "Waiting", "Deadline", "Claimed by", ""]
-    for col, title in zip(header, titles, strict=True):
-        col.markdown(f"**{title}**")
-    for item in items:
-        cols = st.columns(widths)
-        cols[0].write(KIND_LABEL.get(item["kind"], item["kind"]))
-        cols[1].text(item["task"])
-        cols[2].write(str(item["round"]))
-        conf = item.get("confidence")
-        cols[3].write("—" if conf is None else f"{float(conf):.2f}")
-        waited = seconds_left(item.get("created_at"), now)
-        cols[4].write(human_span(-waited) if waited is not None else "—")
-        cols[5].write(deadline_label(item.get("deadline"), now, item.get("on_expiry")))
-        cols[6].write(claimer(item))
-        cols[7].page_link("views/review.py", label="Open", query_params={"review": item["id"]})
+    st.caption(
+        f"{len(items)} item{'s' if len(items) != 1 else ''}: escalations first, then the "
+        "nearest deadline."
+    )
+    picked = st.dataframe(
+        rows(items, datetime.now(UTC)),
+        column_config=COLUMNS,
+        column_order=list(COLUMNS),
+        hide_index=True,
+        key="queue-table",
+        on_select="rerun",
+        selection_mode="single-row",
+    )
+    chosen = [items[i] for i in picked.selection.rows if i < len(items)]
+    if chosen:
+        item = chosen[0]
+        task = (item.get("task") or "").split("\n", 1)[0]
+        st.page_link(
+            "views/review.py",
+            label=f"Open {kind_words(item)}: {task[:80]}",
+            query_params={"review": item["id"]},
+        )
+    else:
+        st.caption("Select a row to open it here, or follow its Item link (a new tab).")
 
 
 st.title("Review queue")
