@@ -316,3 +316,82 @@ def _token_role(self: FakeClient) -> str:
 
 
 FakeClient.token_role = _token_role  # type: ignore[attr-defined]
+
+
+def run_detail(run_id: str = "run-1", **extra: Any) -> dict:
+    """A finished code run of two rounds as GET /v1/runs/{id} returns it: round 1 failed its
+    tests and the Critic asked for a revision, a reviewer commented; round 2 is a person's edit."""
+    usage = {
+        "actor": {
+            "provider": "openai",
+            "model": "gpt-5-mini",
+            "input_tokens": 120,
+            "output_tokens": 40,
+            "cost_usd": 0.0012,
+            "latency_ms": 850.0,
+        },
+        "critic": {
+            "provider": "anthropic",
+            "model": "claude-sonnet-4-6",
+            "input_tokens": 200,
+            "output_tokens": 60,
+            "cost_usd": None,
+            "latency_ms": 1500.0,
+        },
+    }
+    run = {
+        **run_summary(run_id, status="succeeded", kind="code", stop_reason="human_approved"),
+        "task": "Write add(a, b)\nReturn the sum.",
+        "error_class": "none",
+        "detail": None,
+        "rounds": [
+            {
+                "number": 1,
+                "output": "def add(a, b):\n    return a - b",
+                "evaluation": {
+                    "passed": False,
+                    "summary": "1 of 2 tests failed",
+                    "tests": [
+                        {"name": "test_add", "status": "failed", "message": "-1 != 3"},
+                        {"name": "test_zero", "status": "passed", "message": ""},
+                    ],
+                },
+                "critique": {
+                    "verdict": "revise",
+                    "confidence": 0.35,
+                    "issues": [
+                        {
+                            "dimension": "correctness",
+                            "severity": "major",
+                            "quote": "return a - b",
+                            "suggestion": "add, do not subtract",
+                        }
+                    ],
+                    "error_class": "none",
+                },
+                "review": None,
+                "usage": usage,
+                "provenance": "actor",
+            },
+            {
+                "number": 2,
+                "output": "def add(a, b):\n    return a + b",
+                "evaluation": {"passed": True, "summary": "2 passed", "tests": []},
+                "critique": None,
+                "review": {"review_id": "rev-9", "edited_by": "bob", "from_round": 1},
+                "usage": {},
+                "provenance": "human",
+            },
+        ],
+        "reflections": [
+            {"round": 1, "source": "critic", "author": "critic", "content": "subtraction bug"},
+            {"round": 1, "source": "human", "author": "ana", "content": "use the + operator"},
+        ],
+        "final_output": "def add(a, b):\n    return a + b",
+        "input_tokens": 320,
+        "output_tokens": 100,
+        "cost_usd": 0.0012,
+        "models": {},
+    }
+    run.update(extra)
+    return run

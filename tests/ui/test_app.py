@@ -9,7 +9,15 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from console.client import ApiError
-from tests.ui.fakes import EMPTY_STATS, FakeClient, lesson, review_item, run_summary, stats_body
+from tests.ui.fakes import (
+    EMPTY_STATS,
+    FakeClient,
+    lesson,
+    review_item,
+    run_detail,
+    run_summary,
+    stats_body,
+)
 
 APP = Path(__file__).resolve().parents[2] / "ui" / "console" / "app.py"
 
@@ -167,13 +175,22 @@ def test_review_page_without_item_points_to_queue():
     assert "Open an item in the queue" in at.info[0].value
 
 
+def select_row(at: AppTest, key: str, row: int) -> AppTest:
+    at.session_state[key] = {"selection": {"rows": [row], "columns": [], "cells": []}}
+    return at.run()
+
+
 def test_runs_page_shows_a_timeline():
     fake = FakeClient()
     at = make_app(fake).run()
     at.switch_page("views/runs.py").run()
     assert_clean(at)
+    assert fake.called("get_run") == []  # nothing chosen yet
+    assert "Select a run in the table" in all_text(at)
+    select_row(at, "runs-table", 0)
+    assert_clean(at)
     assert fake.called("get_run") == [(("run-1",), {})]
-    assert any(e.label == "Round 1" for e in at.expander)
+    assert any(e.label.startswith("Round 1") for e in at.expander)
     at.selectbox(key="runs-status").set_value("succeeded").run()
     assert fake.called("list_runs")[-1][1] == {"status": "succeeded", "q": None}
 
@@ -465,7 +482,7 @@ def test_runs_search_filters_what_is_listed():
     at = make_app(fake).run()
     at.switch_page("views/runs.py").run()
     assert_clean(at)
-    assert list(at.dataframe[0].value["id"]) == ["run-2", "run-1"]
+    assert list(at.dataframe[0].value["run"]) == ["run-2", "run-1"]
 
     at.text_input(key="runs-q").input("  TIDES ").run()
     assert_clean(at)
@@ -473,7 +490,7 @@ def test_runs_search_filters_what_is_listed():
     assert list(at.dataframe[0].value["task"]) == ["Explain ocean tides"]
 
     at.text_input(key="runs-q").input("run-1").run()
-    assert list(at.dataframe[0].value["id"]) == ["run-1"]
+    assert list(at.dataframe[0].value["run"]) == ["run-1"]
 
     at.text_input(key="runs-q").input("volcanoes").run()
     assert_clean(at)
@@ -483,6 +500,92 @@ def test_runs_search_filters_what_is_listed():
     at.text_input(key="runs-q").input("").run()
     assert fake.called("list_runs")[-1][1] == {"status": None, "q": None}
     assert len(at.dataframe[0].value) == 2
+
+
+def runs_fake() -> FakeClient:
+    fake = FakeClient(
+        [review_item("rev-8", status="resolved", round=1, reason="before_critique")],
+        runs=[
+            run_summary("run_0187aaaabbbbcccc11112222333344445555", task="Explain tides"),
+            run_summary("run-1", status="succeeded", kind="code", stop_reason="human_approved"),
+        ],
+    )
+    detail = run_detail("run-1")
+
+    def get_run(run_id):
+        fake._log("get_run", run_id)
+        return detail if run_id == "run-1" else FakeClient.get_run(fake, run_id)
+
+    def get_review(review_id):
+        fake._log("get_review", review_id)
+        decision = {"action": "comment", "author": "ana", "comment": "use the + operator"}
+        return {**fake.reviews[review_id], "context": {}, "decision": decision}
+
+    fake.get_run = get_run  # type: ignore[method-assign]
+    fake.get_review = get_review  # type: ignore[method-assign]
+    return fake
+
+
+def test_runs_table_fits_and_says_no_none():
+    at = make_app(runs_fake()).run()
+    at.switch_page("views/runs.py").run()
+    assert_clean(at)
+    rows = table(at, "runs-table")
+    assert list(rows) == ["run", "status", "kind", "task", "rounds", "stop_reason", "updated"]
+    assert rows["run"] == ["run_…44445555", "run-1"]  # short ids
+    assert rows["stop_reason"] == ["", "human_approved"]
+    assert "None" not in all_text(at)
+    config = json.loads(at.dataframe[0].proto.columns)
+    assert config["updated"]["type_config"]["type"] == "datetime"
+    # the full id of a chosen run is shown whole, in a copyable code block
+    select_row(at, "runs-table", 0)
+    assert_clean(at)
+    assert "run_0187aaaabbbbcccc11112222333344445555" in [c.value for c in at.code]
+    assert "None" not in all_text(at)
+
+
+def test_a_run_chosen_in_the_table_shows_each_round_with_its_reflections_and_decision():
+    fake = runs_fake()
+    at = make_app(fake).run()
+    at.switch_page("views/runs.py").run()
+    select_row(at, "runs-table", 1)
+    assert_clean(at)
+    assert fake.called("get_run") == [(("run-1",), {})]
+    labels = [e.label for e in at.expander]
+    assert labels == [
+        "Round 1 · critic: revise (0.35) · evaluation failed · ana commented",
+        "Round 2 · edited by a person · evaluation passed",
+    ]
+    first, second = at.expander
+    html = "\n".join(str(getattr(h, "value", "")) for h in first.get("html"))
+    assert "return a - b" in html
+    assert "cc-code" in html  # code kept as code, with line numbers
+    tables = [d.value for d in first.dataframe]
+    tests, issues, usage = tables
+    assert list(tests["test"]) == ["test_add", "test_zero"]
+    assert list(issues["suggestion"]) == ["add, do not subtract"]
+    assert list(usage["role"]) == ["actor", "critic"]
+    assert list(usage["cost"]) == ["$0.0012", "unpriced"]
+    assert list(usage["latency"]) == ["0.85 s", "1.50 s"]
+    texts = [t.value for t in first.text]
+    assert "subtraction bug" in texts
+    assert "use the + operator" in texts
+    marks = "\n".join(m.value for m in first.markdown)
+    assert "**Reflection** (human, ana):" in marks
+    assert "**Human decision**: ana commented" in marks
+    assert "**Edited by bob** (from round 1)" in "\n".join(m.value for m in second.markdown)
+    assert "Reflection" not in "\n".join(m.value for m in second.markdown)
+    assert "stopped: human_approved" in all_text(at)
+
+
+def test_a_run_named_in_the_link_opens_without_a_pick():
+    fake = runs_fake()
+    at = make_app(fake)
+    at.query_params["run"] = "run-1"
+    at.run()
+    at.switch_page("views/runs.py").run()
+    assert_clean(at)
+    assert fake.called("get_run") == [(("run-1",), {})]
 
 
 # ---------------------------------------------------------------- escalations

@@ -1,11 +1,216 @@
-"""Runs, searched and filtered by status; a selected run's timeline round by round."""
+"""Runs, searched and filtered by status; the run picked in the table, round by round.
+
+A row is picked in the table (or named by ``?run=<id>``, which the Escalations page links);
+its timeline shows each round in order: the output as it ships (code as code), the
+evaluation and the critique's issues as tables, the reflections written on that round, the
+person's decision on it, and what its model calls cost and took.
+"""
+
+from typing import Any
 
 import streamlit as st
 
 from console.client import ApiError, get_client
+from console.view import marked_output, parse_time, short_id
 from shared.orchestration import RunStatus
 
 STATUSES = ["", *(s.value for s in RunStatus)]
+ACTION_WORDS = {
+    "comment": "commented",
+    "approve": "approved",
+    "edit": "edited the output",
+    "reject": "rejected the run",
+    "retry": "gave the run more rounds",
+}
+
+COLUMNS = {
+    "run": st.column_config.TextColumn("Run", width=110, help="Short id; the full one is below."),
+    "status": st.column_config.TextColumn("Status", width=110),
+    "kind": st.column_config.TextColumn("Kind", width=50),
+    "task": st.column_config.TextColumn("Task", width="large"),
+    "rounds": st.column_config.NumberColumn("Rounds", width=60),
+    "stop_reason": st.column_config.TextColumn("Stop reason", width=130),
+    "updated": st.column_config.DatetimeColumn("Updated", width=110, format="distance"),
+}
+
+
+def _money(value: Any) -> str:
+    return "unpriced" if value is None else f"${float(value):.4f}"
+
+
+def _usage_rows(usage: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for role in ("actor", "critic"):
+        call = usage.get(role)
+        if not call:
+            continue
+        rows.append(
+            {
+                "role": role,
+                "model": f"{call.get('provider') or '?'} / {call.get('model') or '?'}",
+                "input tokens": call.get("input_tokens") or 0,
+                "output tokens": call.get("output_tokens") or 0,
+                "cost": _money(call.get("cost_usd")),
+                "latency": f"{float(call.get('latency_ms') or 0) / 1000:.2f} s",
+            }
+        )
+    return rows
+
+
+def _round_title(rnd: dict[str, Any], decisions: list[dict[str, Any]]) -> str:
+    bits = [f"Round {rnd['number']}"]
+    if rnd.get("provenance") == "human":
+        bits.append("edited by a person")
+    critique = rnd.get("critique") or {}
+    if critique.get("verdict"):
+        conf = critique.get("confidence")
+        bits.append(
+            f"critic: {critique['verdict']}"
+            + (f" ({float(conf):.2f})" if isinstance(conf, int | float) else "")
+        )
+    evaluation = rnd.get("evaluation")
+    if evaluation:
+        bits.append("evaluation passed" if evaluation.get("passed") else "evaluation failed")
+    for d in decisions:
+        bits.append(
+            f"{d.get('author') or 'a person'} {ACTION_WORDS.get(str(d.get('action')), '?')}"
+        )
+    return " · ".join(bits)
+
+
+def _evaluation(evaluation: dict[str, Any], key: str) -> None:
+    st.markdown("**Evaluation**: " + ("passed" if evaluation.get("passed") else "failed"))
+    if evaluation.get("summary"):
+        st.text(str(evaluation["summary"]))
+    tests = evaluation.get("tests") or []
+    if tests:
+        st.dataframe(
+            [
+                {
+                    "test": t.get("name") or "?",
+                    "status": t.get("status") or "?",
+                    "message": t.get("message") or "",
+                }
+                for t in tests
+                if isinstance(t, dict)
+            ],
+            hide_index=True,
+            key=key,
+            column_config={
+                "test": st.column_config.TextColumn("Test", width="medium"),
+                "status": st.column_config.TextColumn("Status", width="small"),
+                "message": st.column_config.TextColumn("Message", width="large"),
+            },
+        )
+
+
+def _critique(critique: dict[str, Any], key: str) -> None:
+    conf = critique.get("confidence")
+    head = f"**Critique**: {critique.get('verdict') or '?'}"
+    if isinstance(conf, int | float):
+        head += f", confidence {float(conf):.2f}"
+    if critique.get("error_class") and critique["error_class"] != "none":
+        head += f", error class {critique['error_class']}"
+    st.markdown(head)
+    issues = [i for i in critique.get("issues") or [] if isinstance(i, dict)]
+    if issues:
+        st.dataframe(
+            [
+                {
+                    "severity": i.get("severity") or "",
+                    "dimension": i.get("dimension") or "",
+                    "quote": i.get("quote") or "",
+                    "suggestion": i.get("suggestion") or "",
+                }
+                for i in issues
+            ],
+            hide_index=True,
+            key=key,
+            column_config={
+                "severity": st.column_config.TextColumn("Severity", width="small"),
+                "dimension": st.column_config.TextColumn("Dimension", width="small"),
+                "quote": st.column_config.TextColumn("Quote", width="medium"),
+                "suggestion": st.column_config.TextColumn("Suggestion", width="large"),
+            },
+        )
+    else:
+        st.caption("No issues.")
+
+
+def _decision_line(d: dict[str, Any]) -> str:
+    who = d.get("author") or "a person"
+    line = f"**Human decision**: {who} {ACTION_WORDS.get(str(d.get('action')), d.get('action'))}"
+    if d.get("rounds"):
+        line += f" ({d['rounds']} more)"
+    return line
+
+
+def _decisions(client, run_id: str) -> dict[int, list[dict[str, Any]]]:
+    """The decisions people made on this run's review items, by round (one read per item)."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    try:
+        items = client.list_reviews(run_id=run_id, limit=50)["items"]
+        for item in items:
+            if item.get("status") != "resolved":
+                continue
+            decision = client.get_review(item["id"]).get("decision")
+            if decision:
+                out.setdefault(int(item["round"]), []).append(decision)
+    except ApiError as exc:
+        st.caption(f"Could not read the decisions on this run: {exc.detail}")
+    return out
+
+
+def timeline(client, run: dict[str, Any]) -> None:
+    code = run.get("kind") == "code"
+    facts = [f"**{run['status']}**"]
+    if run.get("stop_reason"):
+        facts.append(f"stopped: {run['stop_reason']}")
+    if run.get("error_class") and run["error_class"] != "none":
+        facts.append(f"error class {run['error_class']}")
+    facts.append(f"tokens {run.get('input_tokens') or 0} in / {run.get('output_tokens') or 0} out")
+    facts.append(f"cost {_money(run.get('cost_usd'))}")
+    st.subheader("Timeline")
+    st.code(run["id"], language=None)
+    st.markdown(" · ".join(facts))
+    if run.get("detail"):
+        st.caption(str(run["detail"]))
+    st.text(run["task"])
+    reflections: dict[int, list[dict[str, Any]]] = {}
+    for r in run.get("reflections") or []:
+        reflections.setdefault(int(r.get("round") or 0), []).append(r)
+    decisions = _decisions(client, run["id"])
+    rounds = run.get("rounds") or []
+    if not rounds:
+        st.caption("No round yet: the Actor has not answered.")
+    for i, rnd in enumerate(rounds):
+        number = int(rnd["number"])
+        said = decisions.get(number, [])
+        with st.expander(_round_title(rnd, said), expanded=i == len(rounds) - 1):
+            if rnd.get("provenance") == "human":
+                edit = rnd.get("review") or {}
+                by = edit.get("edited_by") or "a reviewer"
+                st.markdown(f"**Edited by {by}** (from round {edit.get('from_round', '?')})")
+            st.html(marked_output(str(rnd.get("output") or ""), [], code=code))
+            if rnd.get("evaluation"):
+                _evaluation(rnd["evaluation"], key=f"run-eval-{number}")
+            if rnd.get("critique"):
+                _critique(rnd["critique"], key=f"run-issues-{number}")
+            for r in reflections.get(number, []):
+                who = "human" if r.get("source") == "human" else str(r.get("source"))
+                st.markdown(f"**Reflection** ({who}, {r.get('author') or '?'}):")
+                st.text(str(r.get("content") or ""))
+            for d in said:
+                st.markdown(_decision_line(d))
+                if d.get("comment"):
+                    st.text(str(d["comment"]))
+            usage = _usage_rows(rnd.get("usage") or {})
+            if usage:
+                st.dataframe(usage, hide_index=True, key=f"run-usage-{number}")
+    if run.get("final_output") is not None:
+        st.subheader("Final output")
+        st.html(marked_output(run["final_output"], [], code=code))
+
 
 st.title("Runs")
 client = get_client()
@@ -30,46 +235,34 @@ if not runs:
     st.info(f"No runs match {match}." if match else "No runs.")
     st.stop()
 
-st.dataframe(
+picked = st.dataframe(
     [
         {
-            "id": r["id"],
+            "run": short_id(r["id"]),
             "status": r["status"],
             "kind": r["kind"],
-            "task": r["task"].splitlines()[0] if r["task"] else "",
+            "task": (r["task"] or "").split("\n", 1)[0],
             "rounds": r["rounds"],
-            "stop reason": r.get("stop_reason") or "",
-            "updated": r["updated_at"],
+            "stop_reason": r.get("stop_reason") or "",
+            "updated": parse_time(r.get("updated_at")),
         }
         for r in runs
     ],
+    column_config=COLUMNS,
+    column_order=list(COLUMNS),
     hide_index=True,
+    key="runs-table",
+    on_select="rerun",
+    selection_mode="single-row",
 )
-run_id = st.selectbox(
-    "Timeline of", [r["id"] for r in runs], key="runs-selected", placeholder="pick a run"
-)
-if run_id:
-    try:
-        run = client.get_run(run_id)
-    except ApiError as exc:
-        st.error(f"Could not load run {run_id}: {exc.detail}")
-        st.stop()
-    st.markdown(
-        f"**{run['status']}** · stop reason `{run.get('stop_reason')}` · "
-        f"tokens {run.get('input_tokens', 0)} in / {run.get('output_tokens', 0)} out · "
-        f"${run.get('cost_usd', 0):.4f}"
-    )
-    st.text(run["task"])
-    for rnd in run.get("rounds") or []:
-        with st.expander(f"Round {rnd['number']}", expanded=False):
-            st.code(rnd.get("output") or "", language=None, wrap_lines=True)
-            for label in ("evaluation", "critique", "review", "usage"):
-                if rnd.get(label):
-                    st.markdown(f"**{label.capitalize()}**")
-                    st.json(rnd[label], expanded=False)
-    for r in run.get("reflections") or []:
-        who = "🧑 human" if r.get("source") == "human" else f"🤖 {r.get('source')}"
-        st.caption(f"Reflection, round {r['round']} · {who}: {r['content']}")
-    if run.get("final_output") is not None:
-        st.subheader("Final output")
-        st.code(run["final_output"], language=None, wrap_lines=True)
+rows = [i for i in picked.selection.rows if i < len(runs)]
+run_id = runs[rows[0]]["id"] if rows else st.query_params.get("run")
+if not run_id:
+    st.caption("Select a run in the table to see its timeline.")
+    st.stop()
+try:
+    run = client.get_run(run_id)
+except ApiError as exc:
+    st.error(f"Could not load run {run_id}: {exc.detail}")
+    st.stop()
+timeline(client, run)
