@@ -630,30 +630,70 @@ def open_escalations(fake: FakeClient) -> AppTest:
     return at
 
 
+def decided(fake: FakeClient) -> FakeClient:
+    """esc-3 approved by carol; a fourth escalation expired undecided."""
+    fake.reviews["esc-4"] = review_item(
+        "esc-4", kind="escalation", run_id="run-esc-4", status="expired", reason="stalled"
+    )
+    plain = fake.get_review
+
+    def get_review(review_id):
+        body = plain(review_id)
+        if review_id == "esc-3":
+            body["decision"] = {"action": "approve", "author": "carol", "at": "2026-11-30T10:00Z"}
+        return body
+
+    fake.get_review = get_review  # type: ignore[method-assign]
+    return fake
+
+
 def test_escalations_show_open_items_first_then_settled_ones():
-    fake = escalations_fake()
+    fake = decided(escalations_fake())
+    fake.reviews["esc-1"]["confidence"] = 0.25
     at = open_escalations(fake)
     assert [h.value for h in at.subheader] == ["Open (2)", "Recently settled"]
-    text = all_text(at)
-    for shown in ("run-esc-1", "Explain tides", "max_rounds", "converged", "bob"):
-        assert shown in text
-    assert "none: waits for a person" in text
-    assert "Translate the manual" in text
-    assert "budget_exceeded" in text
-    assert "A pre-critique item" not in text  # the queue has those
-    # pending escalation can be claimed; claimed and settled ones only opened
-    assert at.button(key="esc-claim-esc-1")
-    assert not has_key(at, "esc-claim-esc-2")
-    assert not has_key(at, "esc-claim-esc-3")
-    assert at.button(key="esc-open-esc-3")
+    live = table(at, "esc-open-table")
+    assert live["open"] == ["review?review=esc-1", "review?review=esc-2"]
+    assert live["run"] == ["runs?run=run-esc-1", "runs?run=run-esc-2"]  # full ids in the links
+    assert live["task"] == ["Explain tides", "Summarise the report"]
+    assert live["reason"] == ["max_rounds", "converged"]
+    assert live["confidence"] == [0.25, None]
+    assert live["deadline"] == ["none: waits for a person"] * 2
+    assert live["claimed_by"] == ["", "bob"]
+    config = json.loads(at.dataframe[0].proto.columns)
+    assert config["run"]["type_config"]["type"] == "link"
+    settled = table(at, 1)
+    assert set(settled["task"]) == {"Translate the manual", "Write a haiku about rivers"}
+    pairs = zip(settled["decided"], settled["by"], strict=True)
+    by_reason = dict(zip(settled["reason"], pairs, strict=True))
+    assert by_reason == {
+        "budget_exceeded": ("approved the output", "carol"),
+        "stalled": ("expired: nobody decided in time", ""),
+    }
+    shown = {*live["task"], *settled["task"]}
+    assert "A pre-critique item" not in shown  # the queue has those
+    # nothing selected: no buttons yet
+    assert not has_key(at, "esc-claim")
     kinds = {k.get("kind") for _, k in fake.called("list_reviews")}
     assert kinds == {None, "escalation"}  # None: the start page's queue
+    # decisions are read once per resolved item, then kept
+    at.run()
+    assert fake.called("get_review") == [(("esc-3",), {})]
+
+
+def test_a_claimed_escalation_can_only_be_opened():
+    at = open_escalations(escalations_fake())
+    select_row(at, "esc-open-table", 1)
+    assert_clean(at)
+    assert not has_key(at, "esc-claim")
+    assert at.button(key="esc-open")
 
 
 def test_an_escalation_opens_in_the_review_page_without_claiming():
     fake = escalations_fake()
     at = open_escalations(fake)
-    at.button(key="esc-open-esc-1").click().run()
+    select_row(at, "esc-open-table", 0)
+    at.button(key="esc-open").click().run()
     assert_clean(at)
     assert at.title[0].value == "Review"
     assert at.session_state["review_id"] == "esc-1"
@@ -664,7 +704,9 @@ def test_an_escalation_opens_in_the_review_page_without_claiming():
 def test_claim_and_open_takes_the_escalation_to_a_decision():
     fake = escalations_fake()
     at = open_escalations(fake)
-    at.button(key="esc-claim-esc-1").click().run()
+    select_row(at, "esc-open-table", 0)
+    assert at.button(key="esc-claim").proto.label == "Claim and open"
+    at.button(key="esc-claim").click().run()
     assert_clean(at)
     assert fake.called("claim") == [(("esc-1",), {})]
     assert at.title[0].value == "Review"
@@ -680,7 +722,8 @@ def test_escalation_claim_conflict_stays_on_the_page():
 
     fake.claim = taken  # type: ignore[method-assign]
     at = open_escalations(fake)
-    at.button(key="esc-claim-esc-1").click().run()
+    select_row(at, "esc-open-table", 0)
+    at.button(key="esc-claim").click().run()
     assert_clean(at)
     assert at.title[0].value == "Escalations"
     assert "claimed by carol" in at.error[0].value

@@ -1,16 +1,65 @@
-"""Runs the machines gave up on: open escalations first, then the recently settled ones."""
+"""Runs the machines gave up on: open escalations first, then the recently settled ones.
+
+Both lists are tables. An open row, once selected, can be claimed and opened in one click
+(or opened to read); each row also links its item (Review page) and its run (Runs page).
+Settled rows say what a person decided and who, read once per item and kept in the session
+(a decision never changes).
+"""
 
 from datetime import UTC, datetime
+from typing import Any
 
 import streamlit as st
 
 from console.client import ApiError, get_client
-from console.view import claimer, deadline_label, human_span, seconds_left
+from console.view import (
+    SHORT_ID_REGEX,
+    claimer,
+    deadline_words,
+    parse_time,
+    short_id,
+    waited_words,
+)
 
 RECENT = 20
-WIDTHS = [2.2, 3.2, 1.4, 0.7, 1, 1.6, 1.2, 1.6]
-TITLES = ["Run", "Task", "Stop reason", "Round", "Age", "Deadline", "Claimed by", ""]
-SETTLED_TITLES = ["Run", "Task", "Stop reason", "Round", "Age", "Status", "Claimed by", ""]
+DECIDED = {
+    "approve": "approved the output",
+    "edit": "edited the output",
+    "reject": "rejected the run",
+    "retry": "gave more rounds",
+    "comment": "commented",
+}
+
+LINKS = {
+    "open": st.column_config.LinkColumn(
+        "Item", width=90, display_text=SHORT_ID_REGEX, help="Opens the item (a new tab)."
+    ),
+    "run": st.column_config.LinkColumn(
+        "Run", width=90, display_text=SHORT_ID_REGEX, help="Opens the run's timeline."
+    ),
+}
+COMMON = {
+    "task": st.column_config.TextColumn("Task", width="large"),
+    "reason": st.column_config.TextColumn("Stop reason", width=130),
+    "round": st.column_config.NumberColumn("Round", width=60),
+}
+OPEN_COLUMNS = {
+    **LINKS,
+    **COMMON,
+    "confidence": st.column_config.ProgressColumn(
+        "Confidence", width=100, min_value=0.0, max_value=1.0, format="%.2f"
+    ),
+    "waiting": st.column_config.TextColumn("Waiting", width=70),
+    "deadline": st.column_config.TextColumn("Deadline", width=200),
+    "claimed_by": st.column_config.TextColumn("Claimed by", width=90),
+}
+SETTLED_COLUMNS = {
+    **LINKS,
+    **COMMON,
+    "decided": st.column_config.TextColumn("Decided", width=200),
+    "by": st.column_config.TextColumn("By", width=90),
+    "when": st.column_config.DatetimeColumn("When", width=110, format="distance"),
+}
 
 
 def _open(review_id: str, *, claim: bool) -> None:
@@ -25,32 +74,92 @@ def _open(review_id: str, *, claim: bool) -> None:
     st.switch_page("views/review.py", query_params={"review": review_id})
 
 
-def _deadline(item: dict, now: datetime) -> str:
-    if not item.get("deadline"):
-        return "none: waits for a person"
-    return deadline_label(item["deadline"], now, item.get("on_expiry"))
+def _base(item: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "open": f"review?review={item['id']}",
+        "run": f"runs?run={item['run_id']}",
+        "task": (item.get("task") or "").split("\n", 1)[0],
+        "reason": item.get("reason") or "",
+        "round": item["round"],
+    }
 
 
-def _rows(items: list[dict], *, live: bool) -> None:
+def decided_words(item: dict[str, Any], decision: dict[str, Any] | None) -> str:
+    if item.get("status") == "expired":
+        return "expired: nobody decided in time"
+    if not decision:
+        return "resolved"
+    words = DECIDED.get(str(decision.get("action")), str(decision.get("action")))
+    if decision.get("action") == "retry" and decision.get("rounds"):
+        words = f"gave {decision['rounds']} more round{'s' if decision['rounds'] != 1 else ''}"
+    return words
+
+
+def _decision(client, item: dict[str, Any]) -> dict[str, Any] | None:
+    cache: dict[str, Any] = st.session_state.setdefault("esc-decisions", {})
+    if item["id"] not in cache:
+        try:
+            cache[item["id"]] = client.get_review(item["id"]).get("decision")
+        except ApiError:
+            return None  # shown as "resolved"; read again on the next visit
+    decision: dict[str, Any] | None = cache[item["id"]]
+    return decision
+
+
+def open_table(items: list[dict[str, Any]]) -> None:
     now = datetime.now(UTC)
-    for col, title in zip(st.columns(WIDTHS), TITLES if live else SETTLED_TITLES, strict=True):
-        col.markdown(f"**{title}**")
+    picked = st.dataframe(
+        [
+            {
+                **_base(item),
+                "confidence": item.get("confidence"),
+                "waiting": waited_words(item.get("created_at"), now),
+                "deadline": deadline_words(item.get("deadline"), now, item.get("on_expiry")),
+                "claimed_by": claimer(item) if item.get("status") == "claimed" else "",
+            }
+            for item in items
+        ],
+        column_config=OPEN_COLUMNS,
+        column_order=list(OPEN_COLUMNS),
+        hide_index=True,
+        key="esc-open-table",
+        on_select="rerun",
+        selection_mode="single-row",
+    )
+    rows = [i for i in picked.selection.rows if i < len(items)]
+    if not rows:
+        st.caption("Select a row to claim it and open it, or only to open it.")
+        return
+    item = items[rows[0]]
+    st.markdown(f"**{short_id(item['id'])}** · {item.get('reason') or 'escalation'}")
+    claim_col, open_col, _ = st.columns([1.3, 1, 4])
+    if item["status"] == "pending" and claim_col.button(
+        "Claim and open", key="esc-claim", type="primary", width="stretch"
+    ):
+        _open(item["id"], claim=True)
+    if open_col.button("Open", key="esc-open", width="stretch"):
+        _open(item["id"], claim=False)
+
+
+def settled_table(client, items: list[dict[str, Any]]) -> None:
+    rows = []
     for item in items:
-        cols = st.columns(WIDTHS)
-        cols[0].code(item["run_id"], language=None)
-        cols[1].text(item.get("task") or "")
-        cols[2].write(item.get("reason") or "—")
-        cols[3].write(str(item["round"]))
-        waited = seconds_left(item.get("created_at"), now)
-        cols[4].write(human_span(-waited) if waited is not None else "—")
-        cols[5].write(_deadline(item, now) if live else item["status"])
-        cols[6].write(claimer(item))
-        with cols[7]:
-            if live and item["status"] == "pending":
-                if st.button("Claim & open", key=f"esc-claim-{item['id']}", type="primary"):
-                    _open(item["id"], claim=True)
-            if st.button("Open", key=f"esc-open-{item['id']}"):
-                _open(item["id"], claim=False)
+        decision = _decision(client, item) if item.get("status") == "resolved" else None
+        rows.append(
+            {
+                **_base(item),
+                "decided": decided_words(item, decision),
+                "by": str((decision or {}).get("author") or ""),
+                "when": parse_time((decision or {}).get("at")),
+            }
+        )
+    st.dataframe(
+        rows,
+        column_config=SETTLED_COLUMNS,
+        column_order=list(SETTLED_COLUMNS),
+        hide_index=True,
+        key="esc-settled-table",
+    )
 
 
 st.title("Escalations")
@@ -81,12 +190,12 @@ settled.sort(key=lambda i: i.get("created_at") or "", reverse=True)
 
 st.subheader(f"Open ({len(open_items)})")
 if open_items:
-    _rows(open_items, live=True)
+    open_table(open_items)
 else:
     st.info("No open escalations.")
 
 st.subheader("Recently settled")
 if settled:
-    _rows(settled[:RECENT], live=False)
+    settled_table(client, settled[:RECENT])
 else:
     st.caption("No settled escalations yet.")
