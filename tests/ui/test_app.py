@@ -787,7 +787,7 @@ def test_lessons_filter_by_scope_and_retired():
     assert "3 lessons" in all_text(at)
 
     at.text_input(key="lessons-scope").input("nowhere").run()
-    assert at.info[0].value == "No lessons match."
+    assert at.info[0].value == "No lessons in scope “nowhere”."
 
 
 def test_retiring_a_lesson_asks_first_then_confirms():
@@ -831,6 +831,31 @@ def test_service_tokens_cannot_retire():
 def test_no_lessons_yet():
     at = open_lessons(FakeClient())
     assert at.info[0].value == "No lessons yet."
+    for show in ("retired", "all"):
+        at.selectbox(key="lessons-show").set_value(show).run()
+        assert_clean(at)
+        assert at.info[0].value == "No lessons yet."
+
+
+def test_all_lessons_retired_is_not_no_lessons():
+    fake = FakeClient(lessons=[lesson("les-1", retired=True), lesson("les-2", retired=True)])
+    at = open_lessons(fake)
+    assert at.info[0].value == (
+        "No active lessons: all 2 lessons are retired. Show “Retired only” or “All” to read them."
+    )
+    at.selectbox(key="lessons-show").set_value("retired").run()
+    assert_clean(at)
+    assert "2 lessons" in all_text(at)
+    assert not at.info
+
+
+def test_no_retired_lessons_says_every_lesson_is_active():
+    at = open_lessons(FakeClient(lessons=[lesson("les-1")]))
+    at.selectbox(key="lessons-show").set_value("retired").run()
+    assert_clean(at)
+    assert at.info[0].value == "No retired lessons: every lesson is active."
+    at.text_input(key="lessons-scope").input("poetry").run()
+    assert at.info[0].value == "No retired lessons in scope “poetry”."
 
 
 # ---------------------------------------------------------------- metrics

@@ -57,6 +57,28 @@ def _card(lesson: dict, can_retire: bool) -> None:
             st.rerun()
 
 
+def empty_state(scope: str, show: str) -> str:
+    """Why the list is empty: no lessons at all, none active (all retired), none retired, or
+    none in the scope asked for."""
+    if scope:
+        return f"No {'' if show == 'all' else show + ' '}lessons in scope “{scope}”."
+    if show == "all":
+        return "No lessons yet."
+    try:
+        every = get_client().list_lessons(include_retired=True)
+    except ApiError:
+        every = []
+    if not every:
+        return "No lessons yet."
+    if show == "active":
+        n = len(every)
+        return (
+            f"No active lessons: {'the one lesson is' if n == 1 else f'all {n} lessons are'} "
+            "retired. Show “Retired only” or “All” to read them."
+        )
+    return "No retired lessons: every lesson is active."
+
+
 st.title("Lessons")
 st.caption(
     "A reviewer's comment kept as a lesson reaches the Actor's prompt in similar new runs "
@@ -84,7 +106,7 @@ except ApiError as exc:
 if show == "retired":
     lessons = [lesson for lesson in lessons if lesson["retired"]]
 if not lessons:
-    st.info("No lessons match." if scope.strip() or show != "active" else "No lessons yet.")
+    st.info(empty_state(scope.strip(), show))
     st.stop()
 
 role = (st.session_state.get("user") or {}).get("role")
