@@ -13,6 +13,7 @@ from tests.ui.fakes import (
     EMPTY_STATS,
     FakeClient,
     lesson,
+    provider,
     review_item,
     run_detail,
     run_summary,
@@ -919,6 +920,42 @@ def test_metrics_chart_outcomes_rounds_adoption_latency_and_cost():
     assert list(table["p50 ms"]) == [420.0, 180.0]
     assert list(table["p95 ms"]) == [390.0, 390.0]
     assert list(table["models"]) == ["claude-sonnet-4-6", "gpt-5-mini"]
+
+
+def test_metrics_labels_read_across_and_small_costs_show():
+    stats = stats_body(
+        providers=[
+            provider("anthropic", "critic", cost_usd=0.00002, unpriced_calls=1),
+            provider("openai", "actor", cost_usd=0.0),
+        ]
+    )
+    at = open_metrics(FakeClient(stats=stats))
+    status, stop, rounds, latency, cost = charts(at)
+    for chart in (status, stop, rounds):
+        spec = json.loads(chart.proto.spec)
+        assert spec["encoding"]["x"]["axis"]["labelAngle"] == 0
+    for chart in (latency, cost):  # providers on the y axis: long labels read across
+        layer = json.loads(chart.proto.spec)["layer"][0]
+        assert layer["encoding"]["y"]["field"] == "provider"
+    assert {(r["provider"], r["cost"]) for r in chart_rows(cost)} == {
+        ("anthropic (critic)", 0.00002),
+        ("openai (actor)", 0.0),
+    }
+    text_layer = json.loads(cost.proto.spec)["layer"][1]
+    assert text_layer["mark"]["type"] == "text"  # each bar says its value, however small
+    assert "1 of 8 calls have no price and count as $0." in all_text(at)
+
+
+def test_metrics_say_when_no_call_is_priced():
+    stats = stats_body(
+        providers=[
+            provider("fakemodel", "critic", cost_usd=0.0, unpriced_calls=4),
+            provider("fakemodel", "actor", cost_usd=0.0, unpriced_calls=4),
+        ]
+    )
+    at = open_metrics(FakeClient(stats=stats))
+    assert len(charts(at)) == 4  # no cost chart
+    assert "No priced calls" in all_text(at)
 
 
 def test_metrics_show_how_often_reviewers_agreed_with_the_critic():

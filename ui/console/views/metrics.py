@@ -1,7 +1,10 @@
 """How runs end, how long they take, and what the models cost: GET /v1/stats, charted."""
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import altair as alt
+import pandas as pd  # type: ignore[import-untyped]
 import streamlit as st
 
 from console.client import ApiError, get_client
@@ -14,9 +17,44 @@ PERIODS = {
 }
 
 
+def column_chart(rows: list[dict], x: str, y: str, x_title: str, y_title: str) -> None:
+    """Vertical bars in the order given, the category labels written horizontally."""
+    chart = (
+        alt.Chart(pd.DataFrame(rows))
+        .mark_bar()
+        .encode(
+            x=alt.X(f"{x}:N", sort=None, title=x_title, axis=alt.Axis(labelAngle=0)),
+            y=alt.Y(f"{y}:Q", title=y_title, axis=alt.Axis(tickMinStep=1)),
+            tooltip=[x, y],
+        )
+    )
+    st.altair_chart(chart)
+
+
+def provider_chart(rows: list[dict], values: list[str], title: str, fmt: str) -> None:
+    """Horizontal bars, one group per provider (role), so long labels read across; every
+    value is written at its bar's end, which keeps tiny costs visible."""
+    fold: list[Any] = list(values)
+    base = alt.Chart(pd.DataFrame(rows)).transform_fold(fold, as_=["measure", "value"])
+    encoding: dict[str, Any] = {
+        "y": alt.Y("provider:N", sort=None, title=None, axis=alt.Axis(labelLimit=220)),
+        "x": alt.X("value:Q", title=title, axis=alt.Axis(format=fmt)),
+    }
+    if len(values) > 1:
+        encoding["yOffset"] = alt.YOffset("measure:N")
+    bars = base.mark_bar().encode(
+        **encoding,
+        color=alt.Color("measure:N", title=None) if len(values) > 1 else alt.value("#4c78a8"),
+    )
+    labels = base.mark_text(align="left", dx=3).encode(
+        **encoding, text=alt.Text("value:Q", format=fmt)
+    )
+    st.altair_chart(bars + labels)
+
+
 def _bars(counts: dict[str, int], x: str, y: str = "runs") -> None:
     rows = [{x: name, y: count} for name, count in sorted(counts.items(), key=lambda p: -p[1])]
-    st.bar_chart(rows, x=x, y=y, x_label=x.capitalize(), y_label=y.capitalize(), sort=False)
+    column_chart(rows, x, y, x.capitalize(), y.capitalize())
 
 
 st.title("Metrics")
@@ -42,7 +80,7 @@ if not stats["runs_total"] and not stats["providers"]:
 providers = stats["providers"]
 finished = sum(bucket["runs"] for bucket in stats["rounds_per_run"])
 rate = stats.get("adoption_rate")
-cost = sum(p["cost_usd"] for p in providers)
+cost = sum(p["cost_usd"] or 0.0 for p in providers)
 top = st.columns(4)
 top[0].metric("Runs", stats["runs_total"])
 top[1].metric("Finished", finished)
@@ -67,13 +105,12 @@ with right:
 
 st.subheader("Rounds per finished run")
 if stats["rounds_per_run"]:
-    st.bar_chart(
+    column_chart(
         [{"rounds": str(b["rounds"]), "runs": b["runs"]} for b in stats["rounds_per_run"]],
-        x="rounds",
-        y="runs",
-        x_label="Rounds",
-        y_label="Runs",
-        sort=False,
+        "rounds",
+        "runs",
+        "Rounds",
+        "Runs",
     )
 else:
     st.caption("No run has finished yet.")
@@ -132,26 +169,32 @@ st.dataframe(
 left, right = st.columns(2)
 with left:
     st.subheader("Latency (ms)")
-    st.bar_chart(
+    provider_chart(
         [
             {"provider": label, "p50": p["latency_ms_p50"], "p95": p["latency_ms_p95"]}
             for label, p in zip(labels, providers, strict=True)
         ],
-        x="provider",
-        y=["p50", "p95"],
-        x_label="Provider (role)",
-        y_label="Milliseconds",
-        stack=False,
+        ["p50", "p95"],
+        "Milliseconds",
+        ",.0f",
     )
 with right:
     st.subheader("Cost (USD)")
-    st.bar_chart(
-        [
-            {"provider": label, "cost": p["cost_usd"]}
-            for label, p in zip(labels, providers, strict=True)
-        ],
-        x="provider",
-        y="cost",
-        x_label="Provider (role)",
-        y_label="USD",
-    )
+    calls = sum(p["calls"] for p in providers)
+    unpriced = sum(p["unpriced_calls"] for p in providers)
+    if calls and unpriced >= calls:
+        st.caption(
+            "No priced calls: every model used here has no price entry, so its cost is unknown."
+        )
+    else:
+        provider_chart(
+            [
+                {"provider": label, "cost": float(p["cost_usd"] or 0.0)}
+                for label, p in zip(labels, providers, strict=True)
+            ],
+            ["cost"],
+            "USD",
+            "$.3~g",
+        )
+        if unpriced:
+            st.caption(f"{unpriced} of {calls} calls have no price and count as $0.")
