@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 import streamlit as st
 
@@ -76,19 +76,23 @@ def _cookie_manager() -> Any:
 
 
 def keep_cookie() -> None:
-    """Write the session cookie for a login made in this session (stable arguments, so the
-    component is not re-sent on every run)."""
+    """Write the session cookie for a login made in this session. The components render only
+    until the browser says the cookie is written (their value), then never again: a component
+    left on the page stops the queue's live refresh."""
     until = st.session_state.get("cookie")
     token = st.session_state.get("token")
     if not until or not token:
         return
+    if st.session_state.get("cookie-set-token") and st.session_state.get("cookie-set-who"):
+        st.session_state.pop("cookie", None)
+        return
     user = st.session_state.get("user") or {}
-    who = quote(f"{user.get('name') or ''}|{user.get('role') or ''}")
+    who = f"{user.get('name') or ''}|{user.get('role') or ''}"  # the component URL-encodes it
     expires = datetime.fromisoformat(until)
-    max_age = max(60.0, (expires - datetime.now(UTC)).total_seconds())
+    max_age = int(max(60.0, (expires - datetime.now(UTC)).total_seconds()))
     manager = _cookie_manager()
-    manager.set(COOKIE, token, key="cookie-set-token", expires_at=expires, max_age=int(max_age))
-    manager.set(WHO, who, key="cookie-set-who", expires_at=expires, max_age=int(max_age))
+    manager.set(COOKIE, token, key="cookie-set-token", expires_at=expires, max_age=max_age)
+    manager.set(WHO, who, key="cookie-set-who", expires_at=expires, max_age=max_age)
 
 
 def log_out() -> None:
@@ -99,8 +103,11 @@ def log_out() -> None:
 
 
 def drop_cookie() -> None:
-    """After logging out: delete the cookie in the browser (a component, so on the next run)."""
+    """After logging out: delete the cookie in the browser (a component, so on the next run;
+    rendered until the browser confirms)."""
     if not st.session_state.get("signed_out") or not read_cookies().get(COOKIE):
+        return
+    if st.session_state.get("cookie-del-token") and st.session_state.get("cookie-del-who"):
         return
     manager = _cookie_manager()
     for name, key in ((COOKIE, "cookie-del-token"), (WHO, "cookie-del-who")):
