@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
+from playwright.sync_api import BrowserContext, Page, ViewportSize, expect, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.browser.conftest import CHROMIUM_ARGS, Platform, keep_artifact, report, screenshot
@@ -160,7 +160,7 @@ def test_reviewers_in_the_browser(chromium: Path, platform: Platform, tmp_path: 
         browser = p.chromium.launch(
             executable_path=str(chromium), headless=True, args=CHROMIUM_ARGS
         )
-        viewport = {"width": WIDTH, "height": 1400}
+        viewport: ViewportSize = {"width": WIDTH, "height": 1400}
         rita = browser.new_context(viewport=viewport)
         bob = browser.new_context(viewport=viewport)
         watch(rita)
