@@ -238,7 +238,8 @@ def marked_output(text: str, quotes: list[tuple[int, str]], *, code: bool) -> st
         if cursor < end:
             out.append(html.escape(text[cursor:end]))
         body = "".join(out)
-        lines.append(f'<span class="cc-ln">{number}</span>{body}' if code else body)
+        last = start == len(text) and number > 1  # the empty line after a final newline
+        lines.append(f'<span class="cc-ln">{number}</span>{body}' if code and not last else body)
     kind = "cc-code" if code else "cc-text"
     return f'{OUTPUT_CSS}<pre class="cc-out {kind}">' + "\n".join(lines) + "</pre>"
 
