@@ -32,33 +32,35 @@ DECIDED = {
 
 LINKS = {
     "open": st.column_config.LinkColumn(
-        "Item", width=90, display_text=SHORT_ID_REGEX, help="Opens the item (a new tab)."
+        "Item",
+        width=75,
+        pinned=True,
+        display_text=SHORT_ID_REGEX,
+        help="Opens the item (a new tab).",
     ),
     "run": st.column_config.LinkColumn(
-        "Run", width=90, display_text=SHORT_ID_REGEX, help="Opens the run's timeline."
+        "Run", width=75, display_text=SHORT_ID_REGEX, help="Opens the run's timeline."
     ),
+    "reason": st.column_config.TextColumn("Stop reason", width=110),
+    "task": st.column_config.TextColumn("Task", width=200),
 }
-COMMON = {
-    "task": st.column_config.TextColumn("Task", width="large"),
-    "reason": st.column_config.TextColumn("Stop reason", width=130),
-    "round": st.column_config.NumberColumn("Round", width=60),
-}
+# most telling first; what does not fit at 1280 px scrolls inside the table's frame
 OPEN_COLUMNS = {
     **LINKS,
-    **COMMON,
+    "claimed_by": st.column_config.TextColumn("Claimed by", width=80),
     "confidence": st.column_config.ProgressColumn(
-        "Confidence", width=100, min_value=0.0, max_value=1.0, format="%.2f"
+        "Confidence", width=80, min_value=0.0, max_value=1.0, format="%.2f"
     ),
-    "waiting": st.column_config.TextColumn("Waiting", width=70),
-    "deadline": st.column_config.TextColumn("Deadline", width=200),
-    "claimed_by": st.column_config.TextColumn("Claimed by", width=90),
+    "deadline": st.column_config.TextColumn("Deadline", width=170),
+    "waiting": st.column_config.TextColumn("Waiting", width=60),
+    "round": st.column_config.NumberColumn("Round", width=55),
 }
 SETTLED_COLUMNS = {
     **LINKS,
-    **COMMON,
-    "decided": st.column_config.TextColumn("Decided", width=200),
-    "by": st.column_config.TextColumn("By", width=90),
-    "when": st.column_config.DatetimeColumn("When", width=110, format="distance"),
+    "decided": st.column_config.TextColumn("Decided", width=170),
+    "by": st.column_config.TextColumn("By", width=80),
+    "when": st.column_config.DatetimeColumn("When", width=100, format="distance"),
+    "round": st.column_config.NumberColumn("Round", width=55),
 }
 
 

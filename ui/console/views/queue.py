@@ -16,30 +16,33 @@ from console.view import SHORT_ID_REGEX, claimer, deadline_words, kind_words, wa
 
 KIND_LABEL = {"pre_critique": "pre-critique", "escalation": "escalation"}
 
+# most telling first: at 1280 px the main column is about 790 px wide, and what does not fit
+# (round, waiting) scrolls inside the table's frame, never the page
 COLUMNS = {
     "open": st.column_config.LinkColumn(
         "Item",
-        width=90,
+        width=75,
+        pinned=True,
         display_text=SHORT_ID_REGEX,
-        help="Opens the item on the Review page; copy the cell for its full link.",
+        help="Opens the item on the Review page (a new tab); copy the cell for its full link.",
     ),
-    "kind": st.column_config.TextColumn("Kind", width=190, help="What waits, and why."),
-    "task": st.column_config.TextColumn("Task", width="large"),
-    "round": st.column_config.NumberColumn("Round", width=60),
+    "kind": st.column_config.TextColumn("Kind", width=160, help="What waits, and why."),
     "confidence": st.column_config.ProgressColumn(
         "Confidence",
-        width=100,
+        width=80,
         min_value=0.0,
         max_value=1.0,
         format="%.2f",
         help="The Critic's confidence on this round (or the last critiqued one); "
         "empty before any critique.",
     ),
-    "waiting": st.column_config.TextColumn("Waiting", width=70, help="Since the item was made."),
     "deadline": st.column_config.TextColumn(
-        "Deadline", width=270, help="When the item stops waiting, and what happens then."
+        "Deadline", width=250, help="When the item stops waiting, and what happens then."
     ),
-    "claimed_by": st.column_config.TextColumn("Claimed by", width=90),
+    "task": st.column_config.TextColumn("Task", width=200),
+    "claimed_by": st.column_config.TextColumn("Claimed by", width=80),
+    "round": st.column_config.NumberColumn("Round", width=55),
+    "waiting": st.column_config.TextColumn("Waiting", width=60, help="Since the item was made."),
 }
 
 
