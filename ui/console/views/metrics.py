@@ -27,6 +27,7 @@ def column_chart(rows: list[dict], x: str, y: str, x_title: str, y_title: str) -
             y=alt.Y(f"{y}:Q", title=y_title, axis=alt.Axis(tickMinStep=1)),
             tooltip=[x, y],
         )
+        .properties(height=220)
     )
     st.altair_chart(chart)
 
@@ -49,7 +50,7 @@ def provider_chart(rows: list[dict], values: list[str], title: str, fmt: str) ->
     labels = base.mark_text(align="left", dx=3).encode(
         **encoding, text=alt.Text("value:Q", format=fmt)
     )
-    st.altair_chart(bars + labels)
+    st.altair_chart((bars + labels).properties(height=max(120, 24 * len(rows) * len(values))))
 
 
 def _bars(counts: dict[str, int], x: str, y: str = "runs") -> None:
