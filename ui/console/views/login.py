@@ -85,7 +85,7 @@ def keep_cookie() -> None:
         return
     if st.session_state.get("cookie-set-token") and st.session_state.get("cookie-set-who"):
         st.session_state.pop("cookie", None)
-        return
+        st.rerun()  # one clean run without the components (the queue's timer restarts)
     user = st.session_state.get("user") or {}
     who = f"{user.get('name') or ''}|{user.get('role') or ''}"  # the component URL-encodes it
     expires = datetime.fromisoformat(until)
