@@ -1,8 +1,6 @@
 """The console's rendering helpers: what a reviewer sees is escaped and marks what changed."""
 
-from datetime import UTC, datetime, timedelta
-
-from console.view import claimer, deadline_label, highlight, side_by_side, unified_diff
+from console.view import claimer, highlight, side_by_side, unified_diff
 
 
 def test_side_by_side_shows_both_rounds_and_marks_the_changed_line():
@@ -36,15 +34,6 @@ def test_unified_diff_names_the_rounds():
 def test_highlight_marks_quotes_and_escapes_the_rest():
     marked = highlight("x < y and z", ["and z"])
     assert "x &lt; y <mark>and z</mark>" in marked
-
-
-def test_deadline_label_says_when_and_what_then():
-    now = datetime(2026, 1, 1, tzinfo=UTC)
-    soon = (now + timedelta(minutes=4, seconds=10)).isoformat()
-    assert deadline_label(soon, now, "escalate") == "⚠️ in 4m 10s, then escalate"
-    late = (now - timedelta(minutes=2)).isoformat()
-    assert deadline_label(late, now, "continue") == "⛔ overdue 2m 00s, then the AI critic"
-    assert deadline_label(None, now) == "—"
 
 
 def test_claimer_prefers_the_name():

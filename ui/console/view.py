@@ -8,8 +8,6 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-SEVERITY_ICON = {"critical": "🔴", "high": "🔴", "major": "🟠", "medium": "🟠", "minor": "🟡"}
-
 
 def parse_time(value: Any) -> datetime | None:
     if not value:
@@ -45,21 +43,6 @@ def human_span(seconds: float | None) -> str:
 def claimer(item: dict[str, Any]) -> str:
     """Who holds the claim, by name when the API knows it."""
     return str(item.get("claimed_by_name") or item.get("claimed_by") or "—")
-
-
-EXPIRY_LABEL = {"continue": "then the AI critic", "escalate": "then escalate"}
-
-
-def deadline_label(value: Any, now: datetime | None = None, on_expiry: str | None = None) -> str:
-    """``in 4m 10s, then escalate``: when the deadline falls and what happens then."""
-    left = seconds_left(value, now)
-    if left is None:
-        return "—"
-    then = f", {EXPIRY_LABEL.get(on_expiry, on_expiry)}" if on_expiry else ""
-    if left < 0:
-        return f"⛔ overdue {human_span(-left)}{then}"
-    badge = "⚠️ " if left < 600 else ""
-    return f"{badge}in {human_span(left)}{then}"
 
 
 def unified_diff(previous: str | None, current: str) -> str:
