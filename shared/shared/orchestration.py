@@ -466,6 +466,14 @@ class LoginResult(WireModel):
     expires_at: datetime
 
 
+class WhoAmI(WireModel):
+    """The caller, as the orchestrator knows its token."""
+
+    id: str = Field(description="The token's id (never the token).")
+    name: str
+    role: Role
+
+
 class LessonPublic(WireModel):
     id: str
     content: str

@@ -37,6 +37,20 @@ class TestAccounts:
         assert (await api.get("/v1/reviews", headers=headers)).status_code == 200
         assert (await api.post("/v1/runs", json={"task": "t"}, headers=headers)).status_code == 403
 
+    async def test_me_names_the_caller_for_every_kind_of_token(self, api):
+        admin = (await api.get("/v1/auth/me")).json()
+        assert admin["role"] == "admin"
+        assert ADMIN_TOKEN not in str(admin)
+        service = {"Authorization": f"Bearer {await mint(api, 'service')}"}
+        assert (await api.get("/v1/auth/me", headers=service)).json()["role"] == "service"
+        await create(api)
+        login = await api.post("/v1/auth/login", json={"username": "ana", "password": PASSWORD})
+        session = {"Authorization": f"Bearer {login.json()['token']}"}
+        me = (await api.get("/v1/auth/me", headers=session)).json()
+        assert (me["name"], me["role"]) == ("ana", "reviewer")
+        nobody = await api.get("/v1/auth/me", headers={"Authorization": "Bearer wrong-token"})
+        assert nobody.status_code == 401
+
     async def test_passwords_are_stored_as_argon2_hashes(self, api, orchestrator_app):
         await create(api)
         with Session(orchestrator_app.state.engine) as session:

@@ -132,3 +132,18 @@ def test_retire_lesson_posts_and_surfaces_a_refusal():
         make(forbidden).retire_lesson("les-1")
     assert (info.value.status, info.value.error) == (403, "Forbidden")
     assert "needs the role reviewer" in info.value.detail
+
+
+def test_token_role_asks_who_the_token_belongs_to():
+    seen = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        if request.headers["authorization"] == "Bearer s3cret":
+            return httpx.Response(200, json={"id": "tok_1", "name": "ci", "role": "reviewer"})
+        return httpx.Response(401, json={"error": "Unauthorized", "detail": "bad token"})
+
+    assert make(handler).token_role() == "reviewer"
+    assert seen == ["/v1/auth/me"]
+    refused = ConsoleClient("http://orch", "wrong", transport=httpx.MockTransport(handler))
+    assert refused.token_role() is None

@@ -8,7 +8,6 @@ one from the token kept in ``st.session_state["token"]``.
 from __future__ import annotations
 
 import os
-import re
 import uuid
 from datetime import datetime
 from typing import Any
@@ -120,17 +119,12 @@ class ConsoleClient:
         self._request("GET", "/v1/runs", params={"limit": 1})
 
     def token_role(self) -> str | None:
-        """The role of the token this client sends, or None if it cannot be told.
-
-        The orchestrator has no "who am I" endpoint; its admin-only ``GET /v1/cluster`` answers
-        an admin, and a 403 that names the caller's role ("your token has reviewer") otherwise.
-        """
+        """The role of the token this client sends (``GET /v1/auth/me``), None if refused."""
         try:
-            self._request("GET", "/v1/cluster")
-        except ApiError as exc:
-            found = re.search(r"your token has (\w+)", exc.detail) if exc.status == 403 else None
-            return found.group(1) if found else None
-        return "admin"
+            me: dict[str, Any] = self._json("GET", "/v1/auth/me")
+        except ApiError:
+            return None
+        return str(me["role"])
 
     # ------------------------------------------------------------------ reviews
     def list_reviews(

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request, status
 
 from orchestrator.auth.accounts import AccountService
 from orchestrator.auth.service import TokenService
-from orchestrator.deps import Admin, SessionDep
+from orchestrator.deps import Admin, Reader, SessionDep
 from shared.errors import NotFound
 from shared.orchestration import (
     AccountCreate,
@@ -15,6 +15,7 @@ from shared.orchestration import (
     LoginResult,
     TokenCreate,
     TokenCreated,
+    WhoAmI,
 )
 
 router = APIRouter(prefix="/v1/tokens", tags=["tokens"])
@@ -52,3 +53,9 @@ def create_account(body: AccountCreate, admin: Admin, session: SessionDep) -> Ac
 def login(body: LoginRequest, session: SessionDep) -> LoginResult:
     """Exchange a username and password for a session token (12 hours)."""
     return AccountService().login(session, body.username, body.password)
+
+
+@accounts_router.get("/v1/auth/me", response_model=WhoAmI)
+def who_am_i(caller: Reader) -> WhoAmI:
+    """Who the bearer token belongs to: its id, name and role."""
+    return WhoAmI(id=caller.id, name=caller.name, role=caller.role)
