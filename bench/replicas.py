@@ -36,13 +36,12 @@ from typing import Any
 
 import httpx
 import psycopg
-import websockets
 from rich.console import Console
 from rich.table import Table
 
+from bench.reflection_loop import ADMIN, Finished
 from tests.support.servers import free_port
 
-ADMIN = "bench-admin-token-0123456789abcdef"
 SERVICE_TOKEN = "bench-service-token-0123456789abcdef"
 TASK = "Summarise why reflection loops need an independent critic. [bench:3]"
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -152,46 +151,8 @@ def base_env() -> dict[str, str]:
     return env
 
 
-class Finished:
-    """Follows one replica's event stream (every replica's events) until all runs finished."""
-
-    def __init__(self, url: str, total: int) -> None:
-        self.url = url.replace("http", "ws") + "/v1/events"
-        self.total = total
-        self.expected: set[str] = set()
-        self.outcomes: dict[str, str] = {}
-        self.seen: set[str] = set()
-        self.done = asyncio.Event()
-        self.since = 0
-
-    def expect(self, run_id: str) -> None:
-        self.expected.add(run_id)
-        self._check()
-
-    def _check(self) -> None:
-        if len(self.expected) == self.total and self.expected <= self.seen:
-            self.done.set()
-
-    async def listen(self) -> None:
-        headers = {"Authorization": f"Bearer {ADMIN}"}
-        while True:
-            try:
-                async with websockets.connect(
-                    f"{self.url}?since={self.since}", additional_headers=headers, max_size=None
-                ) as ws:
-                    async for raw in ws:
-                        event = json.loads(raw)
-                        self.since = event["seq"]
-                        if event["type"] == "run.finished":
-                            run_id = event["run_id"]
-                            self.seen.add(run_id)
-                            self.outcomes[run_id] = str(event["data"].get("status"))
-                            self._check()
-            except (OSError, websockets.exceptions.ConnectionClosed):
-                await asyncio.sleep(0.1)
-
-
-async def post_runs(urls: list[str], count: int, inflight: int, finished: Finished) -> None:
+async def post_runs(urls: list[str], count: int, inflight: int) -> list[str]:
+    """Start ``count`` runs spread over the replicas; their ids."""
     gate = asyncio.Semaphore(inflight)
     headers = {"Authorization": f"Bearer {ADMIN}"}
     limits = httpx.Limits(max_connections=inflight)
@@ -199,30 +160,33 @@ async def post_runs(urls: list[str], count: int, inflight: int, finished: Finish
         httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=60) for url in urls
     ]
 
-    async def one(i: int) -> None:
+    async def one(i: int) -> str:
         async with gate:
             response = await clients[i % len(clients)].post(
                 "/v1/runs", json={"task": TASK, "policy": {"max_rounds": 3}}
             )
         response.raise_for_status()
-        finished.expect(response.json()["id"])
+        return str(response.json()["id"])
 
     try:
-        await asyncio.gather(*(one(i) for i in range(count)))
+        return list(await asyncio.gather(*(one(i) for i in range(count))))
     finally:
         for client in clients:
             await client.aclose()
 
 
 async def drive(urls: list[str], runs: int, inflight: int, timeout_s: float) -> dict[str, str]:
-    finished = Finished(urls[0], runs)
-    listener = asyncio.create_task(finished.listen())
+    """Every run's final status, as one replica's event stream (every replica's events) says."""
+    finished = Finished(urls[0])
+    await finished.start()
     try:
-        await post_runs(urls, runs, inflight, finished)
-        await asyncio.wait_for(finished.done.wait(), timeout_s)
+        ids = await post_runs(urls, runs, inflight)
+        outcomes = await asyncio.wait_for(
+            asyncio.gather(*(finished.wait(run_id) for run_id in ids)), timeout_s
+        )
     finally:
-        listener.cancel()
-    return {run_id: finished.outcomes[run_id] for run_id in finished.expected}
+        await finished.stop()
+    return {run_id: str(data.get("status")) for run_id, data in zip(ids, outcomes, strict=True)}
 
 
 def measure(
