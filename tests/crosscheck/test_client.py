@@ -28,50 +28,12 @@ from crosscheck.client import (
     UpstreamUnavailable,
     error_class,
 )
-from tests.orchestrator import conftest as orchestrator_fixtures
 from tests.orchestrator.conftest import ADMIN_TOKEN, start
-from tests.support.apps import uvicorn_serving
 from tests.support.servers import free_port
-
-peers = orchestrator_fixtures.peers
-orchestrator_settings = orchestrator_fixtures.orchestrator_settings
-orchestrator_app = orchestrator_fixtures.orchestrator_app
 
 SKY = "Explain why the sky is blue."
 TIDES = "Explain tides."
 BAD_TOKEN = "cc_not-a-real-token-but-secret-0123456789"
-
-
-@pytest.fixture
-def database_url(tmp_path):
-    return f"sqlite:///{tmp_path}/crosscheck.sqlite"
-
-
-@pytest.fixture
-def sandbox_url():
-    """These runs have no tests to execute: no sandbox is started (nothing listens here)."""
-    return f"http://127.0.0.1:{free_port()}"
-
-
-@pytest.fixture
-def peer_overrides():
-    return {
-        "actor": {"model_max_attempts": 2, "demo": True},
-        "critic": {"model_max_attempts": 2, "demo": True},
-    }
-
-
-@pytest.fixture
-async def url(orchestrator_app):
-    async with uvicorn_serving(orchestrator_app) as served:
-        yield served
-
-
-@pytest.fixture
-async def api(url):
-    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as http:
-        yield http
 
 
 def in_thread(url: str, call, token: str = ADMIN_TOKEN, **options):
