@@ -54,6 +54,8 @@ class Platform:
             base_url=urls["orchestrator"],
             headers={"Authorization": f"Bearer {self.admin_token}"},
             timeout=10,
+            # no idle keep-alive: the server may close one just as the test reuses it
+            limits=httpx.Limits(max_keepalive_connections=0),
         )
 
     def start(self) -> None:

@@ -147,3 +147,20 @@ def test_token_role_asks_who_the_token_belongs_to():
     assert seen == ["/v1/auth/me"]
     refused = ConsoleClient("http://orch", "wrong", transport=httpx.MockTransport(handler))
     assert refused.token_role() is None
+
+
+def test_a_read_on_a_connection_the_server_closed_is_sent_again_a_write_is_not():
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request.method)
+        if len(calls) == 1 or request.method == "POST":
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+        return httpx.Response(200, json={"items": [], "next_cursor": None})
+
+    client = make(handler)
+    assert client.list_reviews() == {"items": [], "next_cursor": None}
+    assert calls == ["GET", "GET"]
+    with pytest.raises(ApiError):
+        client.login("ana", "pw")
+    assert calls[2:] == ["POST"]

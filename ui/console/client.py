@@ -89,7 +89,14 @@ class ConsoleClient:
     ) -> httpx.Response:
         clean = {k: v for k, v in (params or {}).items() if v not in (None, "")}
         try:
-            resp = self._http.request(method, path, params=clean, json=json, headers=headers)
+            try:
+                resp = self._http.request(method, path, params=clean, json=json, headers=headers)
+            except httpx.RemoteProtocolError:
+                # The server closed an idle keep-alive connection as we reused it: a read is
+                # safe to send again on a fresh one (a write is not, it may have arrived).
+                if method != "GET":
+                    raise
+                resp = self._http.request(method, path, params=clean, json=json, headers=headers)
         except httpx.HTTPError as exc:
             raise ApiError(0, "Unreachable", f"{self.base_url}: {exc.__class__.__name__}") from exc
         if resp.status_code >= 400:
