@@ -2,7 +2,15 @@
 
 import pytest
 
-from orchestrator.engine.policy import after_critique, change_ratio
+from orchestrator.engine.policy import (
+    after_critique,
+    after_output,
+    change_ratio,
+    needs_review_before_critique,
+    over_budget,
+    shrank,
+    shrink_ratio,
+)
 from shared.orchestration import Policy
 
 
@@ -89,3 +97,312 @@ class TestReviewerPoints:
 
         assert stop(human_rounds=1).reason.value == "max_rounds"  # 2 of the actor's own rounds
         assert stop(human_rounds=2) is None  # only 1 counted
+
+
+# ---------------------------------------------------------------- every rule at its edges
+# Each threshold just below and just above, its off switch, and each pair of rules whose order
+# decides which stop a run reports. ``None`` in a table means "the run goes on".
+
+
+def output(**fields) -> dict:
+    """What a revision step reports to ``after_output``: a new, changed, cheap version."""
+    return {
+        "output_hash": "new",
+        "change_ratio": 0.5,
+        "run_tokens": 0,
+        "run_cost": 0.0,
+        **fields,
+    }
+
+
+def critique(verdict: str = "revise", **fields) -> dict:
+    return {"verdict": verdict, "signature": "this", "run_tokens": 0, "run_cost": 0.0, **fields}
+
+
+def reason(stop) -> str | None:
+    return None if stop is None else stop.reason.value
+
+
+class TestShrink:
+    @pytest.mark.parametrize(
+        ("threshold", "shrink", "expected"),
+        [
+            (0.30, 0.29, False),  # just below the default
+            (0.30, 0.30, False),  # at the threshold: not more than it
+            (0.30, 0.31, True),  # just above
+            (0.50, 0.49, False),  # a run's own threshold, not the default
+            (0.50, 0.51, True),
+            (0.10, 0.11, True),  # a shrink the default would let through
+            (0.10, 0.09, False),
+            (0.0, 0.98, False),  # 0 = off, whatever the shrink
+            (0.0, 1.0, False),
+            (1.0, 1.0, False),  # nothing can shrink by more than everything
+        ],
+    )
+    def test_a_revision_shrank_only_past_the_runs_threshold(self, threshold, shrink, expected):
+        assert shrank(Policy(shrink_threshold=threshold), {"shrink": shrink}) is expected
+
+    def test_a_version_that_reports_no_shrink_did_not_shrink(self):
+        assert shrank(Policy(shrink_threshold=0.01), {}) is False
+
+    @pytest.mark.parametrize(
+        ("previous", "current", "expected"),
+        [
+            ("a" * 100, "a" * 69, 0.31),
+            ("a" * 100, "a" * 71, 0.29),
+            ("a" * 100, "a" * 150, 0.0),  # growing is no shrink
+            ("", "anything", 0.0),
+        ],
+    )
+    def test_shrink_ratio(self, previous, current, expected):
+        assert shrink_ratio(previous, current) == pytest.approx(expected)
+
+
+class TestConvergence:
+    @pytest.mark.parametrize(
+        ("threshold", "change", "round", "expected"),
+        [
+            (0.02, 0.019, 2, "converged"),  # just below the default: too small a change
+            (0.02, 0.02, 2, None),  # at the threshold: changed enough
+            (0.02, 0.021, 2, None),
+            (0.10, 0.09, 3, "converged"),  # a run's own threshold
+            (0.10, 0.11, 3, None),
+            (0.02, 0.0, 1, None),  # the first round has nothing to converge to
+            (0.0, 0.0, 2, None),  # 0 = off, even for no change at all
+        ],
+    )
+    def test_a_revision_that_changed_too_little(self, threshold, change, round, expected):
+        stop = after_output(
+            Policy(convergence_threshold=threshold),
+            round=round,
+            seen_hashes=["old"],
+            out=output(change_ratio=change),
+        )
+        assert reason(stop) == expected
+        if stop is not None:
+            assert stop.status.value == "escalated"
+            assert f"round {round} changed" in stop.detail
+
+    def test_a_repeated_output_is_reported_as_a_duplicate_before_convergence(self):
+        stop = after_output(
+            Policy(),
+            round=3,
+            seen_hashes=["first", "second"],
+            out=output(output_hash="first", change_ratio=0.0),
+        )
+        assert reason(stop) == "duplicate_output"
+        assert "repeated the output of round 1" in stop.detail
+
+    def test_convergence_is_reported_before_the_budget(self):
+        stop = after_output(
+            Policy(max_tokens=10),
+            round=2,
+            seen_hashes=["old"],
+            out=output(change_ratio=0.001, run_tokens=11),
+        )
+        assert reason(stop) == "converged"
+
+    @pytest.mark.parametrize(
+        ("out", "expected"),
+        [
+            (output(output_hash="old"), None),  # a duplicate is no stop while points are open
+            (output(change_ratio=0.0), None),  # nor is a tiny change
+            (output(change_ratio=0.0, run_tokens=11), "budget_exceeded"),  # the budget is
+        ],
+    )
+    def test_open_reviewer_points_leave_only_the_budget(self, out, expected):
+        stop = after_output(
+            Policy(max_tokens=10), round=2, seen_hashes=["old"], out=out, points_open=True
+        )
+        assert reason(stop) == expected
+
+
+class TestBudget:
+    @pytest.mark.parametrize(
+        ("policy", "tokens", "cost", "expected"),
+        [
+            ({"max_tokens": 1000}, 999, 0.0, None),
+            ({"max_tokens": 1000}, 1000, 0.0, None),  # the budget itself may be used up
+            ({"max_tokens": 1000}, 1001, 0.0, "used 1001 tokens, budget 1000"),
+            ({}, 10**9, 0.0, None),  # no token budget: never over
+            ({"max_cost_usd": 0.05}, 0, 0.0499, None),
+            ({"max_cost_usd": 0.05}, 0, 0.05, None),
+            ({"max_cost_usd": 0.05}, 0, 0.0501, "cost $0.0501, budget $0.0500"),
+            ({"max_cost_usd": 0.0}, 0, 0.0, None),  # a zero budget allows free calls
+            ({"max_cost_usd": 0.0}, 0, 0.0001, "cost $0.0001, budget $0.0000"),
+            ({}, 0, 10**6, None),  # no cost budget: never over
+            # both over: the tokens are named (checked first)
+            ({"max_tokens": 10, "max_cost_usd": 0.01}, 11, 0.02, "used 11 tokens, budget 10"),
+            # tokens within, cost over: the cost is named
+            ({"max_tokens": 10, "max_cost_usd": 0.01}, 10, 0.02, "cost $0.0200, budget $0.0100"),
+        ],
+    )
+    def test_over_budget(self, policy, tokens, cost, expected):
+        stop = over_budget(Policy(**policy), tokens, cost)
+        if expected is None:
+            assert stop is None
+        else:
+            assert (stop.status.value, stop.reason.value, stop.detail) == (
+                "escalated",
+                "budget_exceeded",
+                expected,
+            )
+
+    @pytest.mark.parametrize(
+        ("policy", "tokens", "cost", "expected"),
+        [
+            ({"max_cost_usd": 0.05}, 0, 0.0501, "budget_exceeded"),
+            ({"max_cost_usd": 0.05}, 0, 0.0499, None),
+            ({"max_tokens": 100}, 101, 0.0, "budget_exceeded"),
+            ({"max_tokens": 100}, 100, 0.0, None),
+        ],
+    )
+    def test_each_budget_stops_a_run_after_a_new_version(self, policy, tokens, cost, expected):
+        stop = after_output(
+            Policy(**policy),
+            round=2,
+            seen_hashes=["old"],
+            out=output(run_tokens=tokens, run_cost=cost),
+        )
+        assert reason(stop) == expected
+
+    @pytest.mark.parametrize(
+        ("policy", "tokens", "cost", "expected"),
+        [
+            ({"max_cost_usd": 0.05}, 0, 0.0501, "budget_exceeded"),
+            ({"max_cost_usd": 0.05}, 0, 0.0499, None),
+            ({"max_tokens": 100}, 101, 0.0, "budget_exceeded"),
+            ({"max_tokens": 100}, 100, 0.0, None),
+        ],
+    )
+    def test_each_budget_stops_a_run_after_a_critique(self, policy, tokens, cost, expected):
+        stop = after_critique(
+            Policy(**policy),
+            round=1,
+            critique=critique(run_tokens=tokens, run_cost=cost),
+            evaluation_passed=None,
+            previous_signature=None,
+        )
+        assert reason(stop) == expected
+
+
+class TestRounds:
+    @pytest.mark.parametrize(
+        ("max_rounds", "round", "expected"),
+        [
+            (1, 1, "max_rounds"),
+            (3, 2, None),  # just below
+            (3, 3, "max_rounds"),  # reached
+            (5, 4, None),
+            (5, 5, "max_rounds"),
+            (20, 19, None),
+            (20, 20, "max_rounds"),
+        ],
+    )
+    def test_no_pass_after_max_rounds_escalates(self, max_rounds, round, expected):
+        stop = after_critique(
+            Policy(max_rounds=max_rounds),
+            round=round,
+            critique=critique(error_class="hallucination"),
+            evaluation_passed=None,
+            previous_signature="earlier",
+        )
+        assert reason(stop) == expected
+        if stop is not None:
+            assert stop.error_class == "hallucination"  # the critic's class of error is kept
+            assert stop.detail == f"no pass after {max_rounds} round(s)"
+
+
+class TestVerdict:
+    @pytest.mark.parametrize(
+        ("verdict", "evaluation", "expected"),
+        [
+            ("pass", None, "critic_pass"),  # nothing to evaluate: the critic decides
+            ("pass", True, "critic_pass"),
+            ("pass", False, None),  # failing tests hold back a pass
+            ("revise", True, None),
+            ("escalate", True, "critic_escalated"),
+            ("escalate", False, "critic_escalated"),
+        ],
+    )
+    def test_the_structured_verdict_and_the_evaluation(self, verdict, evaluation, expected):
+        stop = after_critique(
+            Policy(max_rounds=5),
+            round=1,
+            critique=critique(verdict),
+            evaluation_passed=evaluation,
+            previous_signature=None,
+        )
+        assert reason(stop) == expected
+        if expected == "critic_pass":
+            assert (stop.status.value, stop.error_class) == ("succeeded", "none")
+
+    @pytest.mark.parametrize(("previous", "expected"), [("this", "repeated_critique"), ("x", None)])
+    def test_the_same_critique_twice_escalates(self, previous, expected):
+        stop = after_critique(
+            Policy(max_rounds=5),
+            round=2,
+            critique=critique(),
+            evaluation_passed=None,
+            previous_signature=previous,
+        )
+        assert reason(stop) == expected
+
+
+class TestRuleOrder:
+    """When several rules would stop the same round, which one the run reports."""
+
+    @staticmethod
+    def decide(verdict="revise", *, evaluation=None, previous=None, round=3, policy=None, **extra):
+        return reason(
+            after_critique(
+                Policy(**(policy or {"max_rounds": 3, "max_tokens": 10})),
+                round=round,
+                critique=critique(verdict, run_tokens=extra.pop("tokens", 0)),
+                evaluation_passed=evaluation,
+                previous_signature=previous,
+                **extra,
+            )
+        )
+
+    def test_an_unmet_point_missed_twice_comes_before_the_critics_escalate(self):
+        assert self.decide("escalate", unmet_points=["p"], unmet_attempts=2) == "human_point_unmet"
+        assert self.decide("escalate", unmet_points=["p"], unmet_attempts=1) == "critic_escalated"
+
+    def test_escalate_comes_before_the_budget_and_max_rounds(self):
+        assert self.decide("escalate", tokens=11) == "critic_escalated"
+
+    def test_a_pass_comes_before_the_budget_and_max_rounds(self):
+        assert self.decide("pass", tokens=11) == "critic_pass"
+
+    def test_a_pass_comes_before_a_repeated_critique(self):
+        assert self.decide("pass", previous="this") == "critic_pass"
+
+    def test_a_repeated_critique_comes_before_the_budget(self):
+        assert self.decide(previous="this", tokens=11) == "repeated_critique"
+
+    def test_the_budget_comes_before_max_rounds(self):
+        assert self.decide(tokens=11) == "budget_exceeded"
+        assert self.decide(tokens=10) == "max_rounds"
+
+    def test_a_pass_held_back_by_failing_tests_falls_through_to_the_round_rules(self):
+        assert self.decide("pass", evaluation=False) == "max_rounds"
+        assert self.decide("pass", evaluation=False, previous="this") == "repeated_critique"
+        assert self.decide("pass", evaluation=False, tokens=11) == "budget_exceeded"
+
+
+class TestReviewBeforeCritique:
+    @pytest.mark.parametrize(
+        ("mode", "round", "expected"),
+        [
+            ("never", 1, False),
+            ("before_critique", 1, True),
+            ("before_critique", 4, True),
+            ("first_round", 1, True),
+            ("first_round", 2, False),
+            ("on_low_confidence", 1, False),
+            ("on_escalation", 1, False),
+        ],
+    )
+    def test_which_rounds_wait_for_a_person_first(self, mode, round, expected):
+        assert needs_review_before_critique(Policy(review=mode), round) is expected
