@@ -2,6 +2,7 @@
 edit, reject and retry do what they say; claims and idempotency hold (SQLite and Postgres)."""
 
 import json
+from datetime import UTC, datetime, timedelta
 
 from tests.orchestrator.conftest import mint, start, wait_for
 from tests.support.fakemodel import user_text
@@ -264,8 +265,14 @@ class TestRules:
 
 class TestDeadlines:
     async def test_the_deadline_and_its_action_are_in_the_queue(self, api):
+        before = datetime.now(UTC)
         _, item = await paused(api, review_deadline_s=600, review_on_expiry="escalate")
-        assert item["deadline"] is not None
+        after = datetime.now(UTC)
+        deadline = datetime.fromisoformat(item["deadline"])
+        # 600 s from the moment the run paused, which lies between the two readings
+        assert before + timedelta(seconds=599) <= deadline <= after + timedelta(seconds=601)
+        created = datetime.fromisoformat(item["created_at"])
+        assert abs((deadline - created).total_seconds() - 600) < 1
         assert item["on_expiry"] == "escalate"
         listed = (await api.get("/v1/reviews", params={"status": "pending"})).json()["items"]
         assert [i["on_expiry"] for i in listed if i["id"] == item["id"]] == ["escalate"]

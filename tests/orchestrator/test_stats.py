@@ -148,9 +148,19 @@ class TestStatsAccess:
         assert response.json()["error"] == "Unauthorized"
 
     async def test_reviewers_and_services_may_read(self, api):
+        await two_runs(api)
+        admin = await stats(api)
         for role in ("reviewer", "service"):
             headers = {"Authorization": f"Bearer {await mint(api, role)}"}
-            assert (await api.get("/v1/stats", headers=headers)).status_code == 200
+            response = await api.get("/v1/stats", headers=headers)
+            assert response.status_code == 200, response.text
+            body = response.json()
+            # the same figures the admin sees (only the moment they were computed differs)
+            assert {**body, "generated_at": None} == {**admin, "generated_at": None}
+            assert (body["runs_total"], body["runs_by_status"]) == (
+                2,
+                {"succeeded": 1, "escalated": 1},
+            )
 
     @pytest.mark.parametrize("since", ["yesterday", "2025-13-01", "2025-01-01T25:00:00"])
     async def test_unreadable_since_is_422(self, api, since):
