@@ -496,7 +496,6 @@ async def test_delay_fault_with_sdk_timeout_is_api_timeout_error(api, oai, ant, 
     await control(http, "POST", "faults", {"faults": [{"delay_s": 2.0}]})
     via = "openai-json_schema" if api == "openai" else "anthropic-tool"
     error_type = openai.APITimeoutError if api == "openai" else anthropic.APITimeoutError
-    started = time.perf_counter()
     with pytest.raises(error_type):
         await call(
             via,
@@ -507,10 +506,9 @@ async def test_delay_fault_with_sdk_timeout_is_api_timeout_error(api, oai, ant, 
             prompt=actor_prompt("Slow."),
             timeout=0.2,
         )
-    assert time.perf_counter() - started < 1.5
     (entry,) = await control(http, "GET", "requests")
     assert entry["fault"]["delay_s"] == 2.0
-    assert entry["status"] == 499
+    assert entry["status"] == 499  # the client went away while the server was still delaying
 
 
 async def test_delay_fault_then_normal_answer(oai, ant, http):
@@ -728,40 +726,61 @@ async def test_latency_config_at_run_time_and_reset(oai, ant, http):
     assert (await control(http, "GET", "script"))["items"] == []
     assert (await control(http, "GET", "faults"))["faults"] == []
     assert await control(http, "GET", "requests") == []
-    started = time.perf_counter()
+    # the latency applied is the config's (as the first call showed), and it is 0 again
     await act("openai-tool", oai, ant, actor_prompt("x"))
-    assert time.perf_counter() - started < 0.5  # the 1 s latency is gone (wide margin: CI is busy)
     assert [entry["seq"] for entry in await control(http, "GET", "requests")] == [1]
 
 
+class Overlap(httpx2.AsyncBaseTransport):
+    """Notes, each time the app answers, how many other requests it is still waiting on (in
+    its request log without a status yet). A server that blocked its event loop during the
+    latency (``time.sleep``) would finish each request before taking the next: never any."""
+
+    def __init__(self, app) -> None:
+        self._inner = TimeoutASGITransport(app)
+        self._state = app.state.fakemodel
+        self.most_waiting = 0
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self._inner.handle_async_request(request)
+        waiting = sum(1 for entry in self._state.requests if entry["status"] is None)
+        self.most_waiting = max(self.most_waiting, waiting)
+        return response
+
+
 @pytest.mark.parametrize("settings", [FakeModelSettings(latency_ms=50)])
-async def test_concurrent_calls_do_not_block(oai, ant):
-    started = time.perf_counter()
-    results = await asyncio.gather(
-        *(
-            act(
-                "openai-json_schema" if i % 2 else "anthropic-tool", oai, ant, actor_prompt(f"t{i}")
+async def test_concurrent_calls_do_not_block(app):
+    overlap = Overlap(app)
+    async with httpx2.AsyncClient(transport=overlap, base_url="http://fake") as http:
+        oai, ant = make_openai(http), make_anthropic(http)
+        results = await asyncio.gather(
+            *(
+                act(
+                    "openai-json_schema" if i % 2 else "anthropic-tool",
+                    oai,
+                    ant,
+                    actor_prompt(f"t{i}"),
+                )
+                for i in range(200)
             )
-            for i in range(200)
         )
-    )
-    # one after another they would take 200 x 50 ms = 10 s; half of that proves they overlap
-    # while leaving room for a slow machine (the SDK work itself took 1.5 s on a busy day)
-    assert time.perf_counter() - started < 5.0
+    assert overlap.most_waiting > 0  # the calls overlapped in the server
     assert all(f"t{i}" in result["output"] for i, result in enumerate(results))
 
 
-async def test_thousand_concurrent_raw_requests(state, http):
+async def test_thousand_concurrent_raw_requests(app, state):
     state.latency_override_ms = 100
     body = {"model": "m", "messages": [{"role": "user", "content": "<task>x</task>"}]}
     headers = {"authorization": "Bearer k"}
-    started = time.perf_counter()
-    responses = await asyncio.gather(
-        *(http.post("/v1/chat/completions", json=body, headers=headers) for _ in range(1000))
-    )
-    assert time.perf_counter() - started < 3
+    overlap = Overlap(app)
+    async with httpx2.AsyncClient(transport=overlap, base_url="http://fake") as http:
+        responses = await asyncio.gather(
+            *(http.post("/v1/chat/completions", json=body, headers=headers) for _ in range(1000))
+        )
+    assert overlap.most_waiting > 0
     assert {response.status_code for response in responses} == {200}
     assert len({response.json()["id"] for response in responses}) == 1000
+    assert [entry["seq"] for entry in state.requests][-1] == 1000
 
 
 async def test_app_instances_are_independent():
