@@ -274,7 +274,16 @@ class FakeClient:
                     "evaluation": None,
                     "critique": None,
                     "review": None,
-                    "usage": {"input_tokens": 10},
+                    "usage": {
+                        "actor": {
+                            "provider": "openai",
+                            "model": "gpt-5-mini",
+                            "input_tokens": 10,
+                            "output_tokens": 5,
+                            "cost_usd": 0.0,
+                            "latency_ms": 120.0,
+                        }
+                    },
                 },
             ],
             "reflections": [{"round": 1, "source": "human", "author": "ana", "content": "more"}],
