@@ -12,6 +12,7 @@ from orchestrator.engine.policy import (
     shrink_ratio,
 )
 from shared.orchestration import Policy
+from tests.orchestrator.conftest import start, wait_for
 
 
 class TestChangeRatio:
@@ -406,3 +407,61 @@ class TestReviewBeforeCritique:
     )
     def test_which_rounds_wait_for_a_person_first(self, mode, round, expected):
         assert needs_review_before_critique(Policy(review=mode), round) is expected
+
+
+# ---------------------------------------------------------------- the confidence rule, in a run
+# ``review_confidence_threshold`` is applied by the critique step (engine/steps.py), after the
+# stop rules above: a run whose critique is unsure pauses for a person, unless it stopped.
+
+
+@pytest.fixture
+def database_url(tmp_path):
+    """The rule does not depend on the database: SQLite only."""
+    return f"sqlite:///{tmp_path}/crosscheck.sqlite"
+
+
+def scripted_critique(verdict: str, confidence: float) -> dict:
+    return {
+        "stage": "critique",
+        "response": {
+            "verdict": verdict,
+            "confidence": confidence,
+            "issues": [],
+            "reflection": "Name the Moon's pull." if verdict == "revise" else "Good.",
+            "error_class": "none" if verdict == "pass" else "logic",
+        },
+    }
+
+
+class TestConfidenceRule:
+    @pytest.mark.parametrize(
+        ("policy", "confidence", "expected"),
+        [
+            ({"review": "on_low_confidence"}, 0.59, "pause"),  # just below the default 0.6
+            ({"review": "on_low_confidence"}, 0.6, None),  # at the default threshold: sure enough
+            ({"review": "on_low_confidence", "review_confidence_threshold": 0.9}, 0.89, "pause"),
+            ({"review": "on_low_confidence", "review_confidence_threshold": 0.9}, 0.91, None),
+            ({"review": "on_low_confidence", "review_confidence_threshold": 0.0}, 0.0, None),  # off
+            ({"review": "never", "review_confidence_threshold": 1.0}, 0.1, None),  # not asked for
+        ],
+    )
+    async def test_an_unsure_critique_pauses_the_run(
+        self, api, fake_model, policy, confidence, expected
+    ):
+        fake_model.script(scripted_critique("revise", confidence), scripted_critique("pass", 0.95))
+        run_id = await start(api, task="Explain tides.", policy={"max_rounds": 2, **policy})
+        run = await wait_for(api, run_id)
+        reviews = (await api.get("/v1/reviews", params={"run_id": run_id})).json()["items"]
+        if expected is None:
+            assert (run["status"], run["stop_reason"], reviews) == ("succeeded", "critic_pass", [])
+        else:
+            assert run["status"] == "awaiting_review"
+            assert [(r["kind"], r["reason"], r["round"]) for r in reviews] == [
+                ("pre_critique", "low_confidence", 1)
+            ]
+
+    async def test_a_stop_rule_comes_before_the_pause(self, api, fake_model):
+        fake_model.script(scripted_critique("revise", 0.1))
+        policy = {"max_rounds": 1, "review": "on_low_confidence"}
+        run = await wait_for(api, await start(api, task="Explain tides.", policy=policy))
+        assert (run["status"], run["stop_reason"]) == ("escalated", "max_rounds")
