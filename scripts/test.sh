@@ -24,8 +24,12 @@ exports=$(services start --owner $$)  # on its own line, so that `set -e` sees a
 eval "$exports"
 
 echo "== pytest"
+# Parallel workers (pytest-xdist): most of the suite's time is spent waiting on processes it
+# started, so more workers than cores pay off (groups that share a worker: tests/support/parallel.py).
+# CROSSCHECK_TEST_WORKERS=0 runs everything in this process; extra arguments come last and win.
+workers="${CROSSCHECK_TEST_WORKERS:-4}"
 set +e
-uv run --frozen pytest --durations=15 "$@"  # the slowest tests, to keep the suite fast
+uv run --frozen pytest -n "$workers" --dist loadgroup --durations=15 "$@"
 code=$?
 set -e
 if [[ $code -eq 5 ]]; then

@@ -1,4 +1,11 @@
-"""Fixtures every test shares: a clean environment, so no developer setting leaks in."""
+"""Fixtures every test shares: a clean environment, so no developer setting leaks in.
+
+The suite runs on parallel workers (pytest-xdist, ``scripts/test.sh``). Everything a test
+starts is its own: free loopback ports, ``tmp_path`` folders, a fresh Postgres database per
+test, Redis keys under a per-test prefix, and session fixtures (the fake model, the sandbox
+service) once per worker. The few tests that share something outside the test run with each
+other go to one worker together (tests/support/parallel.py).
+"""
 
 import os
 
@@ -25,6 +32,17 @@ ISOLATED_PREFIXES = (
 TEST_SERVER_VARIABLES = ("CROSSCHECK_TEST_POSTGRES_URL", "CROSSCHECK_TEST_REDIS_URL")
 
 SERVICE_TOKEN = "test-service-token-0123456789"
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: absent when it is not loaded
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup``: each test on any free worker, the groups of
+    tests/support/parallel.py each on one worker."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.support.parallel import GroupScheduling
+
+    return GroupScheduling(config, log)
 
 
 @pytest.fixture(autouse=True)

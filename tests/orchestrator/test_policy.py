@@ -191,7 +191,8 @@ class TestConvergence:
             seen_hashes=["first", "second"],
             out=output(output_hash="first", change_ratio=0.0),
         )
-        assert reason(stop) == "duplicate_output"
+        assert stop is not None
+        assert stop.reason.value == "duplicate_output"
         assert "repeated the output of round 1" in stop.detail
 
     def test_convergence_is_reported_before_the_budget(self):
@@ -243,6 +244,7 @@ class TestBudget:
         if expected is None:
             assert stop is None
         else:
+            assert stop is not None
             assert (stop.status.value, stop.reason.value, stop.detail) == (
                 "escalated",
                 "budget_exceeded",
@@ -336,6 +338,7 @@ class TestVerdict:
         )
         assert reason(stop) == expected
         if expected == "critic_pass":
+            assert stop is not None
             assert (stop.status.value, stop.error_class) == ("succeeded", "none")
 
     @pytest.mark.parametrize(("previous", "expected"), [("this", "repeated_critique"), ("x", None)])

@@ -49,9 +49,9 @@ def sandbox_settings(**overrides: Any) -> SandboxSettings:
         return SandboxSettings(**values)
 
 
-def processes_of(uid: int) -> dict[int, tuple[int, str]]:
-    """Host processes running as ``uid``: pid -> (parent pid, command name)."""
-    found: dict[int, tuple[int, str]] = {}
+def _host_processes() -> dict[int, tuple[int, int, str]]:
+    """Every live host process: pid -> (uid, parent pid, command name)."""
+    found: dict[int, tuple[int, int, str]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -62,9 +62,35 @@ def processes_of(uid: int) -> dict[int, tuple[int, str]]:
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
         if fields.get("State", "").strip()[:1] in ("Z", "X"):
             continue  # already dead, waiting to be reaped
-        if int(fields.get("Uid", "-1 0").split()[0]) == uid:
-            found[int(entry)] = (int(fields["PPid"].strip()), fields["Name"].strip())
+        uid = int(fields.get("Uid", "-1 0").split()[0])
+        found[int(entry)] = (uid, int(fields["PPid"].strip()), fields["Name"].strip())
     return found
+
+
+def processes_of(uid: int) -> dict[int, tuple[int, str]]:
+    """This test process's processes running as ``uid``: pid -> (parent pid, command name).
+
+    Only what descends from this process, or was orphaned to the host's init: sandboxes that
+    other test processes run at the same time (parallel workers, another checkout) are theirs.
+    """
+    everything = _host_processes()
+    me = os.getpid()
+
+    def ours(pid: int) -> bool:
+        seen = set()
+        while pid not in seen and pid in everything:
+            seen.add(pid)
+            parent = everything[pid][1]
+            if parent == me:
+                return True
+            pid = parent
+        return False
+
+    return {
+        pid: (parent, name)
+        for pid, (owner, parent, name) in everything.items()
+        if owner == uid and (parent == 1 or ours(pid))
+    }
 
 
 class Sandbox:
@@ -109,10 +135,24 @@ class Sandbox:
         """Sandbox-uid processes on the host other than each sandbox's bwrap and zygote."""
         self.settle()
         outer = self.outer_pids()
+        found = processes_of(NOBODY)
+
+        def inside_ours(pid: int) -> bool:  # under one of this app's sandboxes
+            seen = set()
+            while pid in found and pid not in seen:
+                seen.add(pid)
+                pid = found[pid][0]
+                if pid in outer:
+                    return True
+            return False
+
         return {
             pid: (parent, name)
-            for pid, (parent, name) in processes_of(NOBODY).items()
-            if pid not in outer and parent not in outer and pid not in self.baseline
+            for pid, (parent, name) in found.items()
+            if pid not in outer
+            and parent not in outer
+            and pid not in self.baseline
+            and (parent == 1 or inside_ours(pid))
         }
 
     def cgroup_counts(self) -> list[int]:

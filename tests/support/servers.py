@@ -20,7 +20,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
+def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout_s: float = 60.0) -> None:
+    """Until `/healthz` answers 200: generous, as a Python service can take long to start on a
+    loaded machine (this guards against a hang, it measures nothing)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:

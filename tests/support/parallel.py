@@ -1,0 +1,35 @@
+"""How scripts/test.sh spreads the suite over parallel workers (pytest-xdist).
+
+Each test is its own unit of work, handed to whichever worker is free (as ``--dist load``
+does), except the groups below, which go to one worker together and run one after another.
+xdist's own ``xdist_group`` mark is not used: with this pytest it no longer reaches the
+scheduler (pytest-xdist issue 1386), so the groups are named here, by path.
+"""
+
+from __future__ import annotations
+
+from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
+
+# nodeid prefix (from the repository root) -> group name
+WORKER_GROUPS = {
+    # They share var/test-services/ and sweep each other's leftovers by design.
+    "tests/scripts/test_test_services.py::": "test-services",
+    # Each starts a whole platform and a Chromium, and keeps screenshots in var/artifacts/.
+    "tests/browser/": "browser",
+}
+
+
+def group_of(nodeid: str) -> str | None:
+    for prefix, group in WORKER_GROUPS.items():
+        if nodeid.startswith(prefix):
+            return group
+    return None
+
+
+class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+    """One test per unit of work, but each of ``WORKER_GROUPS`` as a single unit (the bigger
+    units are handed out first, so a group starts early instead of ending the run)."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        group = group_of(nodeid)
+        return f"group:{group}" if group else nodeid
