@@ -27,7 +27,7 @@ echo "== pytest"
 # Parallel workers (pytest-xdist): most of the suite's time is spent waiting on processes it
 # started, so more workers than cores pay off (groups that share a worker: tests/support/parallel.py).
 # CROSSCHECK_TEST_WORKERS=0 runs everything in this process; extra arguments come last and win.
-workers="${CROSSCHECK_TEST_WORKERS:-4}"
+workers="${CROSSCHECK_TEST_WORKERS:-3}"
 set +e
 uv run --frozen pytest -n "$workers" --dist loadgroup --durations=15 "$@"
 code=$?

@@ -484,7 +484,7 @@ def test_kill_9_mid_delivery_still_delivers_after_the_restart(
         [row] = wait_until(delivered, 10, "the delivery to be recorded as delivered")
 
     before, after = receiver.received[0], receiver.received[1]
-    assert after.at - restarted < 10
+    assert after.at > restarted  # sent again by the restarted orchestrator
     assert before.headers["webhook-id"] == after.headers["webhook-id"] == row["id"]
     assert before.body == after.body
     payload = Webhook(SUB_SECRET).verify(after.body, after.headers)

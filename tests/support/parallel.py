@@ -16,6 +16,14 @@ WORKER_GROUPS = {
     "tests/scripts/test_test_services.py::": "test-services",
     # Each starts a whole platform and a Chromium, and keeps screenshots in var/artifacts/.
     "tests/browser/": "browser",
+    # Whole platforms killed and restarted, checked against deadlines of their own: one at a
+    # time, so that they do not slow each other down past those deadlines.
+    "tests/orchestrator/test_cluster.py::": "platforms",
+    "tests/orchestrator/test_crash_recovery.py::": "platforms",
+    "tests/crosscheck/test_operations.py::": "platforms",
+    "tests/crosscheck/test_supervisor.py::TestStartStopCycles::": "platforms",
+    "tests/crosscheck/test_supervisor.py::TestUpWithReplicas::": "platforms",
+    "tests/orchestrator/test_webhooks.py::": "webhooks",  # receivers down, slow, kill -9
 }
 
 
