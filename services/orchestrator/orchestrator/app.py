@@ -14,6 +14,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from orchestrator.auth.router import accounts_router
 from orchestrator.auth.router import router as tokens_router
@@ -26,9 +27,11 @@ from orchestrator.db import (
     create_db_engine,
     lock_startup,
     migrate,
+    private_sqlite_file,
     session_scope,
     system_database_url,
 )
+from orchestrator.deps import authenticate
 from orchestrator.engine import runtime
 from orchestrator.engine.launch import start_orphans
 from orchestrator.evaluators.base import Evaluator, JsonSchemaEvaluator, PythonTestsEvaluator
@@ -50,11 +53,39 @@ from orchestrator.webhooks.router import router as webhooks_router
 from orchestrator.webhooks.secrets import SecretBox
 from orchestrator.webhooks.worker import DeliveryWorker
 from shared.contracts import ServiceInfo
-from shared.errors import error_body
+from shared.errors import AppError, error_body
 from shared.logging import get_logger
 from shared.service import build_service_app
 
 log = get_logger("crosscheck.orchestrator")
+
+
+class TokenGate:
+    """Pure ASGI middleware: the given paths (and what is below them) need a valid bearer
+    token of any role; everything else passes untouched."""
+
+    def __init__(self, app: ASGIApp, *, paths: tuple[str, ...], db: Database) -> None:
+        self.app = app
+        self.paths = paths
+        self.db = db
+
+    def _gated(self, path: str) -> bool:
+        return any(path == p or path.startswith(p + "/") for p in self.paths)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not self._gated(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        try:
+            await self.db.read(lambda session: authenticate(request, session))
+        except AppError as exc:
+            response = JSONResponse(
+                error_body(type(exc).__name__, exc.detail), status_code=exc.status_code
+            )
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 def create_app(
@@ -148,6 +179,7 @@ def create_app(
         }
         if cluster is not None:
             config["sys_db_pool_size"] = settings.system_db_pool_size
+        private_sqlite_file(config["system_database_url"] or "")
         DBOS(config=config)
         DBOS.launch()
         if cluster is not None:
@@ -230,6 +262,12 @@ def create_app(
     app.include_router(stats_router)
     app.include_router(cluster_router)
     app.include_router(webhooks_router)
+
+    protected = (("/metrics",) if settings.metrics_auth else ()) + (
+        ("/docs", "/redoc", "/openapi.json") if settings.docs_auth else ()
+    )
+    if protected:
+        app.add_middleware(TokenGate, paths=protected, db=db)
 
     @app.get("/metrics", tags=["ops"], response_class=Response)
     def prometheus_metrics() -> Response:
