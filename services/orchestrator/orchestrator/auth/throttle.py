@@ -44,11 +44,12 @@ class Limit:
     cap_s: float = 300.0
 
     def delay(self, failures: int) -> float:
-        """The wait after ``failures`` failures in a row (0 while some are free)."""
+        """The wait after ``failures`` failures in a row: none for the free ones, then
+        ``base_s``, doubling with each further failure, up to ``cap_s``."""
         over = failures - self.free_failures
-        if over < 0:
+        if over <= 0:
             return 0.0
-        return float(min(self.cap_s, self.base_s * 2**over))
+        return float(min(self.cap_s, self.base_s * 2 ** min(over - 1, 32)))
 
 
 @dataclass
