@@ -101,3 +101,20 @@ class TestOpsEndpoints:
             admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
             for path in ("/metrics", "/openapi.json", "/docs"):
                 assert (await anonymous.get(path, headers=admin)).status_code == 200, path
+
+
+class TestFiles:
+    async def test_the_sqlite_files_are_the_owners_only(
+        self, tmp_path, orchestrator_settings, peers
+    ):
+        path = tmp_path / "private" / "crosscheck.sqlite"
+        settings = orchestrator_settings.model_copy(update={"database_url": f"sqlite:///{path}"})
+        app = create_app(settings, peer_transports=peers)
+        async with serving(app, ADMIN_TOKEN) as api:
+            assert (await api.post("/v1/runs", json={"task": "Explain tides."})).status_code == 201
+            files = sorted(path.parent.glob("crosscheck*.sqlite*"))
+            modes = {f.name: oct(f.stat().st_mode & 0o777) for f in files}
+        assert {"crosscheck.sqlite", "crosscheck.dbos.sqlite", "crosscheck.sqlite-wal"} <= set(
+            modes
+        )
+        assert set(modes.values()) == {"0o600"}, modes
