@@ -56,7 +56,9 @@ async def test_a_revocation_on_one_replica_empties_the_cache_of_another(database
             await asyncio.sleep(0.02)
         assert cache.get("digest") is None
         with session_scope(engine) as session:
-            assert session.get(ApiToken, BOOTSTRAP_ID).revoked_at is not None
+            row = session.get(ApiToken, BOOTSTRAP_ID)
+            assert row is not None
+            assert row.revoked_at is not None
         # without its listener a replica cannot hear revocations: it trusts no cache entry
         cache.put("digest", principal)
         task.cancel()

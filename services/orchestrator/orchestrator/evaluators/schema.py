@@ -122,6 +122,13 @@ def _pointer(path: list[str | int]) -> str:
 def check_schema(schema: dict[str, Any]) -> None:
     """Raise ``InvalidSchema`` naming the first problem of a run's schema."""
     try:
+        _check(schema)
+    except RecursionError:
+        raise InvalidSchema("json_schema is nested too deeply to be checked") from None
+
+
+def _check(schema: dict[str, Any]) -> None:
+    try:
         Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:
         raise InvalidSchema(
@@ -130,7 +137,11 @@ def check_schema(schema: dict[str, Any]) -> None:
         ) from None
     resolver = OFFLINE.resolver_with_root(DRAFT202012.create_resource(schema))
     edges: dict[str, list[str]] = {}
+    anchors: dict[str, str] = {}  # "#name" refers to the schema with that $anchor
     for sub, path in _subschemas(schema, []):
+        for keyword in ("$anchor", "$dynamicAnchor"):
+            if isinstance(sub.get(keyword), str):
+                anchors[sub[keyword]] = _pointer(path)
         here = _where(path)
         patterns: list[str] = []
         if isinstance(sub.get("pattern"), str):
@@ -156,7 +167,7 @@ def check_schema(schema: dict[str, Any]) -> None:
                 )
             try:
                 resolver.lookup(ref)
-            except Unresolvable:
+            except (Unresolvable, ValueError, TypeError, KeyError, IndexError):
                 raise InvalidSchema(
                     f"json_schema at {here}: {keyword} {ref!r} points to nothing in the schema"
                 ) from None
@@ -168,6 +179,10 @@ def check_schema(schema: dict[str, Any]) -> None:
             if isinstance(sub.get(keyword), dict):
                 targets.append(_pointer([*path, keyword]))
         edges[_pointer(path)] = targets
+    edges = {
+        node: [t if not t or t.startswith("/") else anchors.get(t, t) for t in targets]
+        for node, targets in edges.items()
+    }
     cycle = _find_cycle(edges)
     if cycle is not None:
         shown = " -> ".join("#" + node for node in cycle)
