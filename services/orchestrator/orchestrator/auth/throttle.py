@@ -67,7 +67,7 @@ class LoginThrottle:
         window_s: float = 900.0,
         max_entries: int = 100_000,
         hash_slots: int = 2,
-        queue_limit: int = 32,
+        queue_limit: int = 64,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.limits = {"account": account or Limit(5), "client": client or Limit(20)}
