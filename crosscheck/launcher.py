@@ -25,6 +25,7 @@ from shared.logging import register_secrets, scrub_text
 
 DEMO_KEY = "demo-key-for-the-scripted-model"
 KEY_VARS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+DEFAULT_PROVIDERS = {"actor": "openai", "critic": "anthropic"}
 
 
 @dataclass(frozen=True)
@@ -195,22 +196,68 @@ def _with_replicas(services: list[ServiceSpec], env: dict[str, str], n: int) -> 
     return [*services[:at], *copies, *services[at + 1 :]]
 
 
-def child_env(spec: ServiceSpec, env: dict[str, str]) -> dict[str, str]:
-    """The sandbox gets no provider keys and no service secrets beyond its own token."""
-    if spec.name != "sandbox":
-        return env
-    keep = (
-        "PATH",
-        "LANG",
-        "LC_ALL",
-        "HOME",
-        "TMPDIR",
+# Every secret `up` knows of, and which services use which (anything else gets none).
+PLATFORM_SECRETS = (
+    "CROSSCHECK_ADMIN_TOKEN",
+    "CROSSCHECK_SERVICE_TOKEN",
+    "ORCHESTRATOR_WEBHOOK_SECRET",
+    "ORCHESTRATOR_WEBHOOK_KEY",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "DATABASE_URL",
+    "REDIS_URL",
+)
+SECRETS_USED = {
+    "orchestrator": {
+        "CROSSCHECK_ADMIN_TOKEN",
         "CROSSCHECK_SERVICE_TOKEN",
-        "CROSSCHECK_LOG",
-    )
-    return {
-        k: v for k, v in env.items() if k.startswith(("SANDBOX_", *keep)) and k != "SANDBOX_URL"
-    }
+        "ORCHESTRATOR_WEBHOOK_SECRET",
+        "ORCHESTRATOR_WEBHOOK_KEY",
+        "DATABASE_URL",
+    },
+    "actor": {"CROSSCHECK_SERVICE_TOKEN", "REDIS_URL"},  # + its provider's key
+    "critic": {"CROSSCHECK_SERVICE_TOKEN", "REDIS_URL"},  # + its provider's key
+    "sandbox": {"CROSSCHECK_SERVICE_TOKEN"},
+}
+
+
+def secrets_for(spec: ServiceSpec, env: dict[str, str]) -> set[str]:
+    """The secrets a service is given: the orchestrator its tokens, webhook keys and the
+    database; the Actor and the Critic the service token and the key of their own provider
+    only; the sandbox the service token; the console and the fake model nothing."""
+    used = set(SECRETS_USED.get(spec.module, ()))  # by module: replicas are orchestrators
+    if spec.module in DEFAULT_PROVIDERS:
+        provider = env.get(f"{spec.module.upper()}_PROVIDER", DEFAULT_PROVIDERS[spec.module])
+        used.add(KEY_VARS.get(provider, f"{provider.upper()}_API_KEY"))
+    return used
+
+
+def child_env(spec: ServiceSpec, env: dict[str, str]) -> dict[str, str]:
+    """What a service inherits: only the secrets it uses (``secrets_for``); the sandbox
+    gets nothing beyond its own variables, the locale and its token."""
+    if spec.module == "sandbox":
+        keep = (
+            "PATH",
+            "LANG",
+            "LC_ALL",
+            "HOME",
+            "TMPDIR",
+            "CROSSCHECK_SERVICE_TOKEN",
+            "CROSSCHECK_LOG",
+        )
+        return {
+            k: v for k, v in env.items() if k.startswith(("SANDBOX_", *keep)) and k != "SANDBOX_URL"
+        }
+    withheld = set(PLATFORM_SECRETS) - secrets_for(spec, env)
+    return {k: v for k, v in env.items() if k not in withheld}
+
+
+def private_file(path: Path) -> Path:
+    """Create ``path`` (if missing) readable and writable by its owner only (0600)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600))
+    path.chmod(0o600)
+    return path
 
 
 def write_credentials(env: dict[str, str], directory: Path) -> Path:
@@ -308,7 +355,7 @@ def _json_line(service: str, line: str) -> str:
 
 
 def _pump(service: str, source: IO[bytes], log_path: Path) -> None:
-    with source, log_path.open("a", encoding="utf-8") as sink:
+    with source, private_file(log_path).open("a", encoding="utf-8") as sink:
         for raw in iter(source.readline, b""):
             if not raw.strip():
                 continue
@@ -372,6 +419,7 @@ class Supervisor:
             stdin=subprocess.DEVNULL,
             start_new_session=True,  # Ctrl-C reaches us only; we stop the children in order
             preexec_fn=_die_with_supervisor(),
+            umask=0o077,  # what the services create (databases, replay stores) is 0600
         )
 
     def _start_pump(self, running: Running) -> threading.Thread:
@@ -509,7 +557,7 @@ class Supervisor:
             **fields,
         }
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        with (self.log_dir / "supervisor.log").open("a", encoding="utf-8") as sink:
+        with private_file(self.log_dir / "supervisor.log").open("a", encoding="utf-8") as sink:
             sink.write(json.dumps(record) + "\n")
         details = ", ".join(f"{k} {v}" for k, v in fields.items())
         return f"{running.spec.name}: {event} ({details})"

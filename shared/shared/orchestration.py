@@ -68,6 +68,7 @@ class StopReason(StrEnum):
     review_approved = "review_approved"
     review_expired = "review_expired"
     human_point_unmet = "human_point_unmet"
+    internal_error = "internal_error"
 
 
 class EvaluatorKind(StrEnum):

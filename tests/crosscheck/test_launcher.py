@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 
-from crosscheck.launcher import SERVICES, child_env, plan
+from crosscheck.launcher import PLATFORM_SECRETS, SERVICES, child_env, plan
 from tests.support.servers import free_port
 
 
@@ -69,6 +69,59 @@ class TestPlan:
         sandbox = next(s for s in SERVICES if s.name == "sandbox")
         assert not {"OPENAI_API_KEY", "ANTHROPIC_API_KEY"} & set(child_env(sandbox, env))
         assert "CROSSCHECK_SERVICE_TOKEN" in child_env(sandbox, env)
+
+    @staticmethod
+    def secrets_given(p) -> dict[str, set[str]]:
+        return {
+            s.name: {k for k in s.environment(p.env) if k in PLATFORM_SECRETS} for s in p.services
+        }
+
+    def test_each_service_gets_only_the_secrets_it_uses(self):
+        p = plan(
+            {
+                "OPENAI_API_KEY": "sk-a",
+                "ANTHROPIC_API_KEY": "sk-b",
+                "REDIS_URL": "redis://:pw@127.0.0.1:6379/0",
+                "ORCHESTRATOR_WEBHOOK_KEY": "k",
+                "PATH": "/usr/bin",
+            }
+        )
+        service = "CROSSCHECK_SERVICE_TOKEN"
+        assert self.secrets_given(p) == {
+            "actor": {service, "OPENAI_API_KEY", "REDIS_URL"},
+            "critic": {service, "ANTHROPIC_API_KEY", "REDIS_URL"},
+            "sandbox": {service},
+            "orchestrator": {
+                service,
+                "CROSSCHECK_ADMIN_TOKEN",
+                "ORCHESTRATOR_WEBHOOK_SECRET",
+                "ORCHESTRATOR_WEBHOOK_KEY",
+                "DATABASE_URL",
+            },
+            "console": set(),
+        }
+        assert p.services[0].environment(p.env)["PATH"] == "/usr/bin"  # the rest is kept
+
+    def test_providers_swapped_swap_the_keys_and_the_demo_model_gets_nothing(self):
+        swapped = plan(
+            {
+                "OPENAI_API_KEY": "sk-a",
+                "ANTHROPIC_API_KEY": "sk-b",
+                "ACTOR_PROVIDER": "anthropic",
+                "CRITIC_PROVIDER": "openai",
+            }
+        )
+        given = self.secrets_given(swapped)
+        assert given["actor"] == {"CROSSCHECK_SERVICE_TOKEN", "ANTHROPIC_API_KEY"}
+        assert given["critic"] == {"CROSSCHECK_SERVICE_TOKEN", "OPENAI_API_KEY"}
+        assert self.secrets_given(plan({}))["fakemodel"] == set()
+
+    def test_every_replica_is_given_what_the_orchestrator_is(self):
+        p = plan({"DATABASE_URL": "postgresql://u:pw@db/x"}, replicas=2)
+        given = self.secrets_given(p)
+        assert given["orchestrator-1"] == given["orchestrator-2"]
+        assert "DATABASE_URL" in given["orchestrator-2"]
+        assert "DATABASE_URL" not in given["actor"]
 
 
 class TestPorts:
@@ -173,6 +226,16 @@ class TestUp:
             with pytest.raises(httpx.ConnectError):
                 httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
         assert (tmp_path / "actor.log").read_text()
+        # what the platform writes is its owner's only: logs, databases (and replay stores)
+        written = [
+            *tmp_path.glob("*.log"),
+            *tmp_path.glob("crosscheck*.sqlite*"),
+            *(tmp_path / "var" / "replays").glob("*.sqlite*"),
+        ]
+        modes = {path.name: oct(path.stat().st_mode & 0o777) for path in written}
+        expected = {"actor.log", "orchestrator.log", "console.log", "fakemodel.log"}
+        assert expected | {"crosscheck.sqlite", "crosscheck.dbos.sqlite"} <= set(modes), modes
+        assert set(modes.values()) == {"0o600"}, modes
 
 
 class TestConsoleLink:

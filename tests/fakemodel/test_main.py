@@ -78,3 +78,29 @@ async def test_serves_the_sdk_over_a_real_socket():
     finally:
         server.should_exit = True
         await task
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.10", "example.com"])
+def test_the_fake_model_refuses_to_listen_beyond_loopback(monkeypatch, host):
+    monkeypatch.setenv("FAKEMODEL_HOST", host)
+    with pytest.raises(ValidationError, match="not a loopback address"):
+        FakeModelSettings()
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost"])
+def test_loopback_addresses_are_fine(monkeypatch, host):
+    monkeypatch.setenv("FAKEMODEL_HOST", host)
+    assert FakeModelSettings().host == host
+
+
+def test_an_isolated_network_can_allow_it_explicitly(monkeypatch):
+    monkeypatch.setenv("FAKEMODEL_HOST", "0.0.0.0")
+    monkeypatch.setenv("FAKEMODEL_ALLOW_NON_LOOPBACK", "1")
+    assert FakeModelSettings().host == "0.0.0.0"
+
+
+def test_the_entry_point_exits_before_listening_beyond_loopback(monkeypatch):
+    monkeypatch.setenv("FAKEMODEL_HOST", "0.0.0.0")
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: pytest.fail("uvicorn was started"))
+    with pytest.raises(ValidationError):
+        entry.main()

@@ -10,13 +10,16 @@ from contextlib import asynccontextmanager
 
 import httpx
 from dbos import DBOS, DBOSConfig
-from fastapi import FastAPI, Response
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from orchestrator.auth.router import accounts_router
 from orchestrator.auth.router import router as tokens_router
-from orchestrator.auth.service import PrincipalCache, TokenService
+from orchestrator.auth.service import TOKENS_CHANNEL, PrincipalCache, TokenService
+from orchestrator.auth.throttle import LoginThrottle, TooManyRequests
 from orchestrator.cluster.replicas import Cluster, connection_kwargs
 from orchestrator.cluster.router import router as cluster_router
 from orchestrator.db import (
@@ -24,12 +27,15 @@ from orchestrator.db import (
     create_db_engine,
     lock_startup,
     migrate,
+    private_sqlite_file,
     session_scope,
     system_database_url,
 )
+from orchestrator.deps import authenticate
 from orchestrator.engine import runtime
 from orchestrator.engine.launch import start_orphans
 from orchestrator.evaluators.base import Evaluator, JsonSchemaEvaluator, PythonTestsEvaluator
+from orchestrator.evaluators.schema import SchemaRunner
 from orchestrator.events.hub import EventHub
 from orchestrator.events.listener import EventListener
 from orchestrator.events.router import router as events_router
@@ -47,10 +53,39 @@ from orchestrator.webhooks.router import router as webhooks_router
 from orchestrator.webhooks.secrets import SecretBox
 from orchestrator.webhooks.worker import DeliveryWorker
 from shared.contracts import ServiceInfo
+from shared.errors import AppError, error_body
 from shared.logging import get_logger
 from shared.service import build_service_app
 
 log = get_logger("crosscheck.orchestrator")
+
+
+class TokenGate:
+    """Pure ASGI middleware: the given paths (and what is below them) need a valid bearer
+    token of any role; everything else passes untouched."""
+
+    def __init__(self, app: ASGIApp, *, paths: tuple[str, ...], db: Database) -> None:
+        self.app = app
+        self.paths = paths
+        self.db = db
+
+    def _gated(self, path: str) -> bool:
+        return any(path == p or path.startswith(p + "/") for p in self.paths)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not self._gated(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        try:
+            await self.db.read(lambda session: authenticate(request, session))
+        except AppError as exc:
+            response = JSONResponse(
+                error_body(type(exc).__name__, exc.detail), status_code=exc.status_code
+            )
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 def create_app(
@@ -71,6 +106,8 @@ def create_app(
     # SQLite: one process, as always. Postgres: replicas with heartbeats, a leader, failover,
     # and LISTEN/NOTIFY so every replica's websockets see every replica's events at once.
     cluster = None if engine.dialect.name == "sqlite" else Cluster(settings)
+    # Postgres: the cache is trusted only while this replica hears revocations (LISTEN).
+    principals = PrincipalCache(trusted=None if cluster is None else (lambda: hub.listening))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -87,6 +124,7 @@ def create_app(
             # this replica's work alone.
             await cluster.join()
         token = settings.service_token.get_secret_value()
+        schema_runner = SchemaRunner()
         peers: dict[str, Peer] = {}
         for name, url in (
             ("actor", settings.actor_url),
@@ -97,7 +135,7 @@ def create_app(
             peers[name] = Peer(name, peer_clients(url, token, settings.peer_timeout_s, transport))
         evaluators: dict[str, Evaluator] = {
             "python_tests": PythonTestsEvaluator(HttpSandbox(peers["sandbox"])),
-            "json_schema": JsonSchemaEvaluator(),
+            "json_schema": JsonSchemaEvaluator(schema_runner),
         }
         runtime.install(
             runtime.Runtime(
@@ -123,6 +161,7 @@ def create_app(
                 conninfo,
                 hub,
                 connect_kwargs={**connect_kwargs, "application_name": "crosscheck-events"},
+                channels={TOKENS_CHANNEL: principals.clear},
             )
             listener = asyncio.create_task(events.run_forever(), name="event-listener")
             try:
@@ -140,6 +179,7 @@ def create_app(
         }
         if cluster is not None:
             config["sys_db_pool_size"] = settings.system_db_pool_size
+        private_sqlite_file(config["system_database_url"] or "")
         DBOS(config=config)
         DBOS.launch()
         if cluster is not None:
@@ -175,6 +215,7 @@ def create_app(
             runtime.install(None)
             for peer in peers.values():
                 await peer.aclose()
+            schema_runner.close()
             db.close()
 
     async def ready() -> str | None:
@@ -192,12 +233,23 @@ def create_app(
         title="Crosscheck Orchestrator", info=info, lifespan=lifespan, ready=ready
     )
     app.state.engine = engine
+
+    async def too_many(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, TooManyRequests)
+        return JSONResponse(
+            error_body(type(exc).__name__, exc.detail),
+            status_code=exc.status_code,
+            headers={"Retry-After": str(exc.retry_after)},
+        )
+
+    app.add_exception_handler(TooManyRequests, too_many)
     app.state.settings = settings
     app.state.started_at = utcnow()
     app.state.hostname = socket.gethostname()
     app.state.pid = os.getpid()
     app.state.db = db
-    app.state.principals = PrincipalCache()
+    app.state.principals = principals
+    app.state.login_throttle = LoginThrottle()
     app.state.hub = hub
     app.state.metrics = metrics
     app.state.webhook_box = webhook_box
@@ -210,6 +262,12 @@ def create_app(
     app.include_router(stats_router)
     app.include_router(cluster_router)
     app.include_router(webhooks_router)
+
+    protected = (("/metrics",) if settings.metrics_auth else ()) + (
+        ("/docs", "/redoc", "/openapi.json") if settings.docs_auth else ()
+    )
+    if protected:
+        app.add_middleware(TokenGate, paths=protected, db=db)
 
     @app.get("/metrics", tags=["ops"], response_class=Response)
     def prometheus_metrics() -> Response:

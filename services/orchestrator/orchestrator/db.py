@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -42,15 +44,27 @@ def tune_sqlite() -> None:
         event.listen(sa.engine.Engine, "connect", _sqlite_pragmas)
 
 
+def private_sqlite_file(url: str) -> None:
+    """Create a SQLite URL's file readable by its owner only (0600), and tighten an existing
+    one; SQLite gives its -wal and -shm files the same mode."""
+    if not url.startswith("sqlite:///"):
+        return
+    path = url.removeprefix("sqlite:///")
+    if not path or path == ":memory:":
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    with contextlib.suppress(PermissionError):  # not ours: leave it as its owner set it
+        os.chmod(path, 0o600)
+
+
 def create_db_engine(
     url: str, *, pool_size: int = 10, max_overflow: int = 20, **kwargs: Any
 ) -> sa.Engine:
     """An engine for the read model; ``pool_size``/``max_overflow`` apply to Postgres."""
     if url.startswith("sqlite"):
         tune_sqlite()
-        path = url.split("///", 1)[-1]
-        if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        private_sqlite_file(url)
         return sa.create_engine(
             url,
             connect_args={"check_same_thread": False, "timeout": 30},

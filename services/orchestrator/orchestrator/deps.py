@@ -32,7 +32,9 @@ def get_session(request: Request) -> Iterator[Session]:
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 
-def authenticate(request: Request, session: Session) -> Principal:
+def authenticate(request: Request, session: Session | None = None) -> Principal:
+    """The caller's principal: from the cache, else looked up (in ``session``, or in a
+    session of its own that gives its connection back at once)."""
     raw = bearer_token(request)
     if raw is None:
         raise Unauthorized("missing bearer token: send 'Authorization: Bearer <token>'")
@@ -40,18 +42,24 @@ def authenticate(request: Request, session: Session) -> Principal:
     key = digest(raw)
     principal = cache.get(key)
     if principal is None:
-        principal = TokenService().authenticate(session, raw)
+        if session is None:
+            with Session(get_engine(request)) as own:
+                principal = TokenService().authenticate(own, raw)
+        else:
+            principal = TokenService().authenticate(session, raw)
         if principal is None:
             raise Unauthorized("invalid or revoked token")
         cache.put(key, principal)
     return principal
 
 
-def require(*roles: Role) -> Callable[[Request, Session], Principal]:
-    """Admit the given roles (admins always)."""
+def require(*roles: Role) -> Callable[[Request], Principal]:
+    """Admit the given roles (admins always). The check holds no database connection for
+    the rest of the request: an endpoint that waits (hashing, Prefer: wait) does not keep
+    one from the pool."""
 
-    def dependency(request: Request, session: SessionDep) -> Principal:
-        principal = authenticate(request, session)
+    def dependency(request: Request) -> Principal:
+        principal = authenticate(request)
         if not principal.can(*roles):
             wanted = ", ".join(r.value for r in roles) or "admin"
             raise Forbidden(f"this needs the role {wanted}; your token has {principal.role.value}")

@@ -155,6 +155,18 @@ class OrchestratorSettings(ServiceSettings):
     )
     webhook_max_subscriptions: int = Field(default=100, ge=1, le=10_000)
 
+    metrics_auth: bool = Field(
+        default=False,
+        description="GET /metrics needs a bearer token (any role). Off by default: the "
+        "orchestrator listens on loopback, the exposition holds counters only, and scrapers "
+        "usually carry no token; turn it on when the port is reachable by others.",
+    )
+    docs_auth: bool = Field(
+        default=False,
+        description="/docs, /redoc and /openapi.json need a bearer token (any role). Off by "
+        "default: they describe the public API and hold no data.",
+    )
+
     @field_validator("webhook_secret")
     @classmethod
     def _usable_webhook_secret(cls, value: SecretStr | None) -> SecretStr | None:

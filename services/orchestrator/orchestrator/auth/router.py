@@ -1,13 +1,15 @@
-"""Token administration."""
+"""Token administration, console accounts and logins."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, status
 
-from orchestrator.auth.accounts import AccountService
+from orchestrator.auth.accounts import AccountService, hasher, password_matches
 from orchestrator.auth.service import TokenService
+from orchestrator.auth.throttle import LoginThrottle
+from orchestrator.db import Database
 from orchestrator.deps import Admin, Reader, SessionDep
-from shared.errors import NotFound
+from shared.errors import NotFound, Unauthorized
 from shared.orchestration import (
     AccountCreate,
     AccountPublic,
@@ -23,16 +25,19 @@ router = APIRouter(prefix="/v1/tokens", tags=["tokens"])
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=TokenCreated)
 def create_token(body: TokenCreate, admin: Admin, session: SessionDep) -> TokenCreated:
-    """Mint a token for a role; the raw token is shown once."""
+    """Mint a token for a role; the raw token is shown once (and works at once: the row is
+    committed before the answer)."""
     token, raw = TokenService().create(session, name=body.name, role=body.role, created_by=admin.id)
     return TokenCreated(id=token.id, name=token.name, role=body.role, token=raw)
 
 
 @router.delete("/{token_id}", status_code=status.HTTP_204_NO_CONTENT)
-def revoke_token(token_id: str, admin: Admin, session: SessionDep, request: Request) -> None:
-    """Revoke a token; it stops working at once."""
-    if not TokenService().revoke(session, token_id):
+async def revoke_token(token_id: str, admin: Admin, request: Request) -> None:
+    """Revoke a token; it stops working before this answer is sent."""
+    db: Database = request.app.state.db
+    if not await db.run(lambda s: TokenService().revoke(s, token_id)):
         raise NotFound(f"token {token_id} does not exist")
+    # After the commit: a request in between could otherwise cache the token again.
     request.app.state.principals.clear()
 
 
@@ -42,17 +47,41 @@ accounts_router = APIRouter(tags=["accounts"])
 @accounts_router.post(
     "/v1/accounts", status_code=status.HTTP_201_CREATED, response_model=AccountPublic
 )
-def create_account(body: AccountCreate, admin: Admin, session: SessionDep) -> AccountPublic:
-    """Create a console account (reviewer by default); the password is stored argon2-hashed."""
-    return AccountService().create(session, body)
+async def create_account(body: AccountCreate, admin: Admin, request: Request) -> AccountPublic:
+    """Create a console account (reviewer by default); the password is stored argon2-hashed.
+    A name already taken (also by a request racing this one) is a 409."""
+    db: Database = request.app.state.db
+    throttle: LoginThrottle = request.app.state.login_throttle
+    password_hash = await throttle.hashing(lambda: hasher.hash(body.password))
+    return await db.run(lambda s: AccountService().create(s, body, password_hash))
 
 
 @accounts_router.post(
-    "/v1/auth/login", response_model=LoginResult, responses={401: {"description": "bad login"}}
+    "/v1/auth/login",
+    response_model=LoginResult,
+    responses={
+        401: {"description": "bad login"},
+        429: {"description": "too many failed logins: wait Retry-After seconds"},
+    },
 )
-def login(body: LoginRequest, session: SessionDep) -> LoginResult:
-    """Exchange a username and password for a session token (12 hours)."""
-    return AccountService().login(session, body.username, body.password)
+async def login(body: LoginRequest, request: Request) -> LoginResult:
+    """Exchange a username and password for a session token (12 hours; an account keeps at
+    most 10, the oldest go). Failed logins slow down per account and per client (429)."""
+    db: Database = request.app.state.db
+    throttle: LoginThrottle = request.app.state.login_throttle
+    client = request.client.host if request.client else "unknown"
+    found = await db.read(lambda s: AccountService().find(s, body.username))
+    ok = await throttle.hashing(
+        lambda: password_matches(found, body.password), login=(body.username, client)
+    )
+    if not ok or found is None:
+        throttle.failed(body.username, client)
+        raise Unauthorized("unknown username or wrong password")
+    throttle.succeeded(body.username)
+    result, revoked = await db.run(lambda s: AccountService().open_session(s, found))
+    if revoked:
+        request.app.state.principals.clear()
+    return result
 
 
 @accounts_router.get("/v1/auth/me", response_model=WhoAmI)

@@ -5,14 +5,18 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
+import sqlalchemy as sa
 from sqlmodel import Session, select
 
 from orchestrator.tables import ApiToken, new_id, utcnow
 from shared.orchestration import Role
 
 BOOTSTRAP_ID = "tok_bootstrap_admin"
+# Postgres: a commit that revoked tokens notifies every replica, which empties its cache.
+TOKENS_CHANNEL = "crosscheck_tokens"
 
 
 @dataclass(frozen=True)
@@ -30,14 +34,21 @@ def digest(raw: str) -> str:
 
 
 class PrincipalCache:
-    """Recently seen tokens, so most requests skip the lookup. Revocation clears it here;
-    other replicas notice within ``ttl_s``."""
+    """Recently seen tokens, so most requests skip the lookup.
 
-    def __init__(self, ttl_s: float = 5.0) -> None:
+    A revocation empties it once its transaction committed (before the 204 goes out); on
+    Postgres the same commit notifies every replica (``TOKENS_CHANNEL``), and a replica whose
+    listener is not connected (``trusted`` says so) looks every token up instead.
+    """
+
+    def __init__(self, ttl_s: float = 5.0, trusted: Callable[[], bool] | None = None) -> None:
         self.ttl_s = ttl_s
+        self.trusted = trusted
         self._entries: dict[str, tuple[float, Principal]] = {}
 
     def get(self, token_digest: str) -> Principal | None:
+        if self.trusted is not None and not self.trusted():
+            return None
         entry = self._entries.get(token_digest)
         if entry is None or entry[0] < time.monotonic():
             return None
@@ -92,4 +103,11 @@ class TokenService:
             return False
         token.revoked_at = utcnow()
         session.add(token)
+        self.announce_revocation(session)
         return True
+
+    @staticmethod
+    def announce_revocation(session: Session) -> None:
+        """Postgres: tell every replica at commit that tokens were revoked."""
+        if session.get_bind().dialect.name == "postgresql":
+            session.execute(sa.text(f"SELECT pg_notify('{TOKENS_CHANNEL}', '')"))

@@ -6,8 +6,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import jsonschema
+from referencing.exceptions import Unresolvable
 
+from orchestrator.evaluators.schema import SchemaRunner, SchemaTimeout
 from orchestrator.peers.http import SandboxPeer
 
 
@@ -37,9 +38,13 @@ class Evaluator(Protocol):
 
 
 class JsonSchemaEvaluator:
-    """The output must be JSON that validates against the run's schema."""
+    """The output must be JSON that validates against the run's schema (off the event loop,
+    bounded in time: see ``evaluators.schema``)."""
 
     name = "json_schema"
+
+    def __init__(self, runner: SchemaRunner | None = None) -> None:
+        self.runner = runner or SchemaRunner()
 
     async def evaluate(self, job: EvaluationJob, *, key: str) -> EvaluationResult:
         try:
@@ -48,8 +53,15 @@ class JsonSchemaEvaluator:
             return EvaluationResult(
                 False, f"the output is not JSON: {exc.msg} at line {exc.lineno}"
             )
-        validator = jsonschema.Draft202012Validator(job.json_schema or {})
-        errors = sorted(validator.iter_errors(document), key=lambda e: list(e.path))
+        try:
+            errors = await self.runner.violations(job.json_schema or {}, document)
+        except SchemaTimeout as exc:
+            return EvaluationResult(False, str(exc), {"timed_out": True})
+        except (RecursionError, Unresolvable) as exc:
+            # Only a schema stored before schemas were checked at creation gets here.
+            return EvaluationResult(
+                False, f"the run's schema cannot be evaluated: {type(exc).__name__}"
+            )
         if not errors:
             return EvaluationResult(True, "the output is valid against the schema")
         listed = "; ".join(

@@ -4,6 +4,7 @@ appended events, on any replica, wakes this replica's websocket subscribers at o
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -23,12 +24,16 @@ class EventListener:
         *,
         retry_s: float = 1.0,
         connect_kwargs: dict[str, Any] | None = None,
+        channels: dict[str, Callable[[], None]] | None = None,
     ) -> None:
         self.conninfo = conninfo
         self.connect_kwargs = {**(connect_kwargs or {}), "autocommit": True}
         self.hub = hub
         self.retry_s = retry_s
         self.connected = asyncio.Event()
+        # Other channels on the same connection, each with what to do on a notification
+        # (also once on each connect: notifications sent while disconnected are lost).
+        self.channels = channels or {}
 
     async def run_forever(self) -> None:
         """Listen; on a lost connection fall back to the hub's 1 s poll and reconnect."""
@@ -49,8 +54,15 @@ class EventListener:
             self.conninfo, **self.connect_kwargs
         ) as conn:
             await conn.execute(f"LISTEN {EVENTS_CHANNEL}")
+            for channel, callback in self.channels.items():
+                await conn.execute(f"LISTEN {channel}")
+                callback()
             self.hub.set_listening(True)
             self.connected.set()
             self.hub.notify()  # events committed while no listener ran: read them now
-            async for _ in conn.notifies():
-                self.hub.notify()
+            async for notice in conn.notifies():
+                on_notice = self.channels.get(notice.channel)
+                if on_notice is not None:
+                    on_notice()
+                else:
+                    self.hub.notify()

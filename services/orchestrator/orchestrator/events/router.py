@@ -12,6 +12,7 @@ from orchestrator.db import Database
 from orchestrator.deps import Reader, SessionDep, authenticate
 from orchestrator.events.hub import EventHub
 from orchestrator.events.repository import events_after
+from orchestrator.runs.service import check_event_scope
 from shared.errors import AppError
 from shared.orchestration import EventPublic, Role
 
@@ -28,7 +29,9 @@ def list_events(
     run_id: Annotated[str | None, Query(max_length=64)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 500,
 ) -> list[EventPublic]:
-    """Events after ``since``, oldest first (what a websocket would have pushed)."""
+    """Events after ``since``, oldest first (what a websocket would have pushed). A service
+    token passes the ``run_id`` of one of its own runs."""
+    check_event_scope(session, caller, run_id)
     return events_after(session, since=since, run_id=run_id, limit=limit)
 
 
@@ -45,6 +48,7 @@ async def stream_events(
         principal = await db.read(lambda session: authenticate(websocket, session))  # type: ignore[arg-type]
         if not principal.can(Role.service, Role.reviewer):
             raise AppError("forbidden", status_code=403)
+        await db.read(lambda session: check_event_scope(session, principal, run_id))
     except AppError as exc:
         await websocket.close(code=status.WS_1008_POLICY_VIOLATION, reason=exc.message)
         return

@@ -39,16 +39,23 @@ def list_reviews(
     cursor: Annotated[str | None, Query(max_length=20)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> ReviewPage:
-    """Review items, newest first; a lapsed claim counts as pending."""
+    """Review items, newest first; a lapsed claim counts as pending. A service token sees the
+    items of its own runs only."""
     return service.list(
-        session, status=status_filter, kind=kind, run_id=run_id, cursor=cursor, limit=limit
+        session,
+        status=status_filter,
+        kind=kind,
+        run_id=run_id,
+        cursor=cursor,
+        limit=limit,
+        principal=caller,
     )
 
 
 @router.get("/{review_id}", response_model=ReviewPublic)
 def get_review(review_id: str, caller: Reader, session: SessionDep) -> ReviewPublic:
     """One item with everything needed to decide it."""
-    return service.get(session, review_id)
+    return service.get(session, review_id, caller)
 
 
 @router.post("/{review_id}/claim", response_model=ReviewSummary)

@@ -8,6 +8,8 @@ write already goes through one thread.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -19,9 +21,10 @@ from orchestrator.engine import records
 from orchestrator.engine.policy import Stop, output_hash
 from orchestrator.events.repository import append_event
 from orchestrator.reviews.lessons import promote
+from orchestrator.runs.service import parse_cursor
 from orchestrator.tables import Reflection, ReviewItem, Round, Run, utcnow
 from orchestrator.webhooks import outbox
-from shared.errors import AppError, BadRequest, Conflict, NotFound
+from shared.errors import AppError, Conflict, Forbidden, NotFound
 from shared.orchestration import (
     DecisionAction,
     DecisionRequest,
@@ -32,10 +35,17 @@ from shared.orchestration import (
     ReviewPublic,
     ReviewStatus,
     ReviewSummary,
+    Role,
     RunStatus,
     StopReason,
     comment_points,
 )
+
+
+def decision_hash(decision: DecisionRequest) -> str:
+    """What a repeated Idempotency-Key must match: the same decision, field for field."""
+    body = json.dumps(decision.model_dump(mode="json"), sort_keys=True)
+    return hashlib.sha256(body.encode()).hexdigest()
 
 
 class Unprocessable(AppError):
@@ -123,6 +133,7 @@ class ReviewService:
         run_id: str | None,
         cursor: str | None,
         limit: int,
+        principal: Principal | None = None,
     ) -> ReviewPage:
         now = utcnow()
         claimed = col(ReviewItem.status) == ReviewStatus.claimed.value
@@ -138,10 +149,10 @@ class ReviewService:
             query = query.where(col(ReviewItem.kind) == kind.value)
         if run_id is not None:
             query = query.where(col(ReviewItem.run_id) == run_id)
+        if principal is not None and principal.role is Role.service:
+            query = query.where(col(Run.created_by) == principal.id)  # its own runs' items
         if cursor:
-            if not cursor.isdigit() or int(cursor) > 2**62:
-                raise BadRequest("cursor is not valid: pass the next_cursor of a previous page")
-            query = query.where(col(ReviewItem.seq) < int(cursor))
+            query = query.where(col(ReviewItem.seq) < parse_cursor(cursor))
         rows = list(session.exec(query.order_by(col(ReviewItem.seq).desc()).limit(limit + 1)))
         page, more = rows[:limit], len(rows) > limit
         confidence = critic_confidence(session, [item for item, _ in page])
@@ -150,9 +161,14 @@ class ReviewService:
             next_cursor=str(page[-1][0].seq) if more and page else None,
         )
 
-    def get(self, session: Session, review_id: str) -> ReviewPublic:
+    def get(
+        self, session: Session, review_id: str, principal: Principal | None = None
+    ) -> ReviewPublic:
         item = self._load(session, review_id)
         run = records.load_run(session, item.run_id)
+        if principal is not None and principal.role is Role.service:
+            if run.created_by != principal.id:  # another service's run: as if absent
+                raise NotFound(f"review {review_id} does not exist")
         summary = self._summary(
             item, run.task, utcnow(), critic_confidence(session, [item]).get(item.id)
         )
@@ -224,6 +240,12 @@ class ReviewService:
         done = item.decision or {}
         if item.status == ReviewStatus.resolved.value:
             if idempotency_key and done.get("idempotency_key") == idempotency_key:
+                if done.get("by") != principal.id:
+                    raise Forbidden(
+                        "this Idempotency-Key belongs to a decision another reviewer made"
+                    )
+                if done.get("request_hash") != decision_hash(decision):
+                    raise Conflict("this Idempotency-Key was already used for a different decision")
                 run = records.load_run(session, item.run_id)
                 result = DecisionResult(
                     review_id=item.id,
@@ -346,6 +368,7 @@ class ReviewService:
             "edited": action is DecisionAction.edit,
             "rounds": decision.rounds if action is DecisionAction.retry else None,
             "idempotency_key": idempotency_key,
+            "request_hash": decision_hash(decision) if idempotency_key else None,
             "lesson_id": lesson_id,
         }
         session.add(item)

@@ -6,6 +6,7 @@ import asyncio
 import re
 from typing import Annotated
 
+from dbos import DBOS
 from fastapi import APIRouter, Header, Query, Request, Response, status
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import IntegrityError
@@ -15,6 +16,7 @@ from orchestrator.db import Database
 from orchestrator.deps import Reader, ServiceCaller, SessionDep
 from orchestrator.engine import records
 from orchestrator.engine.launch import start_run
+from orchestrator.evaluators.schema import check_schema
 from orchestrator.events.hub import EventHub
 from orchestrator.runs.service import MAX_PAGE, MAX_QUERY, RunService
 from shared.orchestration import (
@@ -88,7 +90,7 @@ async def wait_for_outcome(
             waiter.clear()  # before the read: a change committed after it still wakes us
             current = await db.read(lambda s: _status(s, run_id))
             if current in WAIT_ENDS:
-                return await db.read(lambda s: service.get(s, run_id))
+                return await db.read(lambda s: service.get(s, run_id))  # the creator's run
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return current
@@ -133,6 +135,9 @@ async def create_run(
     ] = None,
 ) -> RunCreated | Response:
     db: Database = request.app.state.db
+    if body.json_schema is not None:
+        # Refused here (422 naming the problem), not found out later by the running workflow.
+        await asyncio.to_thread(check_schema, body.json_schema)
     try:
         run, created = await db.run(lambda s: service.create(s, caller, body, idempotency_key))
     except IntegrityError:
@@ -174,25 +179,43 @@ def list_runs(
     ] = None,
 ) -> RunPage:
     """Runs, newest first; pass next_cursor to get the following page."""
-    return service.list(session, status=status_filter, cursor=cursor, limit=limit, q=q)
+    return service.list(
+        session, status=status_filter, cursor=cursor, limit=limit, q=q, principal=caller
+    )
 
 
 @router.get("/{run_id}", response_model=RunPublic)
 def get_run(run_id: str, caller: Reader, session: SessionDep) -> RunPublic:
     """A run with every round, its reflections and its usage."""
-    return service.get(session, run_id)
+    return service.get(session, run_id, caller)
 
 
 @router.post("/{run_id}/cancel", response_model=RunCreated, status_code=status.HTTP_202_ACCEPTED)
 async def cancel_run(run_id: str, caller: ServiceCaller, request: Request) -> RunCreated:
-    """Cancel a run; it stops before its next model or sandbox call."""
+    """Cancel a run in any unfinished state: a paused run ends at once (its review item can
+    no longer be claimed), a working one before its next model or sandbox call."""
     db: Database = request.app.state.db
-    run, _ = await db.run(lambda s: service.request_cancel(s, run_id))
+    run, finished = await db.run(lambda s: service.request_cancel(s, run_id, caller))
+    if not finished and not await _driven(run_id):
+        # No workflow will see the flag (it ended on a defect): end the run here.
+        run = await db.run(lambda s: service.cancel_stalled(s, run_id, caller))
     request.app.state.hub.notify()
     return RunCreated(id=run.id, status=RunStatus(run.status))
+
+
+async def _driven(run_id: str) -> bool:
+    """Whether a workflow of the run (its first segment or a resumed one) is still going."""
+    going = await DBOS.list_workflows_async(
+        workflow_id_prefix=run_id,
+        status=["PENDING", "ENQUEUED"],
+        load_input=False,
+        load_output=False,
+        limit=1,
+    )
+    return bool(going)
 
 
 @router.get("/{run_id}/trajectory", response_model=Trajectory)
 def get_trajectory(run_id: str, caller: Reader, session: SessionDep) -> Trajectory:
     """Every model request and response of the run, for replay and audit."""
-    return service.trajectory(session, run_id)
+    return service.trajectory(session, run_id, caller)

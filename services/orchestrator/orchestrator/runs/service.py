@@ -4,22 +4,26 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
+import sqlalchemy as sa
 from sqlmodel import Session, col, or_, select
 
 from orchestrator.auth.service import Principal
 from orchestrator.engine import records
 from orchestrator.engine.policy import Stop
 from orchestrator.events.repository import append_event
-from orchestrator.tables import ModelCall, Run, new_id, utcnow
+from orchestrator.tables import ModelCall, ReviewItem, Run, new_id, utcnow
 from orchestrator.webhooks import outbox
 from orchestrator.webhooks.service import WebhookRefused
 from shared.contracts import TaskKind
-from shared.errors import BadRequest, Conflict
+from shared.errors import BadRequest, Conflict, Forbidden, NotFound
 from shared.orchestration import (
     EvaluatorKind,
     Policy,
     ReflectionPublic,
+    ReviewStatus,
+    Role,
     RoundPublic,
     RunCreate,
     RunPage,
@@ -33,6 +37,50 @@ from shared.orchestration import (
 
 MAX_PAGE = 200
 MAX_QUERY = 200
+_CURSOR = re.compile(r"[0-9]{1,19}")  # ASCII digits only: str.isdigit() also takes '²'
+
+
+def parse_cursor(cursor: str) -> int:
+    """A page cursor (the ``seq`` of the last item seen); anything else is a 400."""
+    if not _CURSOR.fullmatch(cursor) or int(cursor) > 2**62:
+        raise BadRequest("cursor is not valid: pass the next_cursor of a previous page")
+    return int(cursor)
+
+
+def in_review() -> sa.ColumnElement[bool]:
+    """Runs a person has been asked to look at (any review item, open or settled)."""
+    return sa.exists().where(col(ReviewItem.run_id) == col(Run.id))
+
+
+def visible_runs(principal: Principal) -> sa.ColumnElement[bool] | None:
+    """Which runs a caller may see: admins every run, a service the runs it created, a
+    reviewer the runs that are or were in review. None: no restriction."""
+    if principal.role is Role.admin:
+        return None
+    if principal.role is Role.service:
+        return col(Run.created_by) == principal.id
+    return in_review()
+
+
+def check_event_scope(session: Session, principal: Principal, run_id: str | None) -> None:
+    """A service token reads the events of one of its own runs (``run_id``), nothing else."""
+    if principal.role is not Role.service:
+        return
+    if run_id is None:
+        raise Forbidden("a service token reads the events of its own runs: pass run_id")
+    load_visible(session, principal, run_id)
+
+
+def load_visible(session: Session, principal: Principal, run_id: str) -> Run:
+    """The run, or 404 when it does not exist or the caller may not see it (alike)."""
+    query = select(Run).where(Run.id == run_id)
+    scope = visible_runs(principal)
+    if scope is not None:
+        query = query.where(scope)
+    run = session.exec(query).first()
+    if run is None:
+        raise NotFound(f"run {run_id} does not exist")
+    return run
 
 
 def request_hash(body: RunCreate) -> str:
@@ -88,8 +136,12 @@ class RunService:
         append_event(session, run.id, "run.created", {"status": run.status, "kind": run.kind})
         return run, True
 
-    def get(self, session: Session, run_id: str) -> RunPublic:
-        run = records.load_run(session, run_id)
+    def get(self, session: Session, run_id: str, principal: Principal | None = None) -> RunPublic:
+        run = (
+            records.load_run(session, run_id)
+            if principal is None
+            else load_visible(session, principal, run_id)
+        )
         rounds = records.all_rounds(session, run_id)
         reflections = records.all_reflections(session, run_id)
         return RunPublic(
@@ -152,8 +204,12 @@ class RunService:
         cursor: str | None,
         limit: int,
         q: str | None = None,
+        principal: Principal | None = None,
     ) -> RunPage:
         query = select(Run)
+        scope = visible_runs(principal) if principal is not None else None
+        if scope is not None:
+            query = query.where(scope)
         if status is not None:
             query = query.where(Run.status == status.value)
         needle = (q or "").strip()
@@ -163,9 +219,7 @@ class RunService:
                 or_(col(Run.id) == needle, col(Run.task).icontains(needle, autoescape=True))
             )
         if cursor:
-            if not cursor.isdigit() or int(cursor) > 2**62:
-                raise BadRequest("cursor is not valid: pass the next_cursor of a previous page")
-            query = query.where(col(Run.seq) < int(cursor))
+            query = query.where(col(Run.seq) < parse_cursor(cursor))
         rows = list(session.exec(query.order_by(col(Run.seq).desc()).limit(limit + 1)))
         page, more = rows[:limit], len(rows) > limit
         return RunPage(
@@ -185,27 +239,72 @@ class RunService:
             next_cursor=str(page[-1].seq) if more and page else None,
         )
 
-    def request_cancel(self, session: Session, run_id: str) -> tuple[Run, bool]:
+    def request_cancel(
+        self, session: Session, run_id: str, principal: Principal
+    ) -> tuple[Run, bool]:
         """Flag a run for cancellation -> (run, finished_now).
 
-        A run waiting for a person has no step in flight, so it ends at once; otherwise the
-        next step sees the flag and ends the run before calling any peer.
+        A run waiting for a person has no step in flight, so it ends at once and its open
+        review items are closed (nobody can claim them any more); otherwise the next step
+        sees the flag and ends the run before calling any peer.
         """
-        run = records.load_run(session, run_id)
+        run = load_visible(session, principal, run_id)
         if RunStatus(run.status).final:
             raise Conflict(f"run {run_id} already finished ({run.status})")
         run.cancel_requested = True
         run.updated_at = utcnow()
         session.add(run)
-        append_event(session, run.id, "run.cancel_requested", {})
+        append_event(session, run.id, "run.cancel_requested", {"by": principal.id})
         if run.status == RunStatus.awaiting_review.value:
-            stop = Stop(RunStatus.cancelled, StopReason.cancelled, error_class="none")
-            records.finalize(session, run, stop, final_round=run.rounds or None)
+            self.cancel_now(session, run, principal)
             return run, True
         return run, False
 
-    def trajectory(self, session: Session, run_id: str) -> Trajectory:
-        run = records.load_run(session, run_id)
+    def cancel_now(self, session: Session, run: Run, principal: Principal) -> None:
+        """End a run ``cancelled`` at once and close its open review items."""
+        stop = Stop(RunStatus.cancelled, StopReason.cancelled, error_class="none")
+        records.finalize(session, run, stop, final_round=run.rounds or None)
+        now = utcnow()
+        open_items = session.exec(
+            select(ReviewItem)
+            .where(col(ReviewItem.run_id) == run.id)
+            .where(
+                col(ReviewItem.status).in_([ReviewStatus.pending.value, ReviewStatus.claimed.value])
+            )
+            .with_for_update()
+        )
+        for item in open_items:
+            item.status = ReviewStatus.resolved.value
+            item.resolved_at = now
+            item.lease_expires_at = None
+            item.decision = {
+                "action": "cancelled",
+                "by": principal.id,
+                "author": principal.name,
+                "at": now.isoformat(),
+                "critic_verdict": None,
+                "agreed_with_critic": None,
+            }
+            session.add(item)
+            append_event(
+                session, run.id, "review.closed", {"review_id": item.id, "reason": "cancelled"}
+            )
+
+    def cancel_stalled(self, session: Session, run_id: str, principal: Principal) -> Run:
+        """End a flagged run that no workflow is driving any more (nothing else would)."""
+        run = load_visible(session, principal, run_id)
+        if not RunStatus(run.status).final:
+            self.cancel_now(session, run, principal)
+        return run
+
+    def trajectory(
+        self, session: Session, run_id: str, principal: Principal | None = None
+    ) -> Trajectory:
+        run = (
+            records.load_run(session, run_id)
+            if principal is None
+            else load_visible(session, principal, run_id)
+        )
         calls = session.exec(
             select(ModelCall).where(ModelCall.run_id == run_id).order_by(col(ModelCall.id))
         )
