@@ -12,9 +12,9 @@ from __future__ import annotations
 import tomllib
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import Field, StringConstraints, ValidationError, field_validator, model_validator
+from pydantic import Field, StringConstraints, ValidationError, field_validator
 
 from shared.contracts import Depth, ProfileName, TaskKind, WireModel
 from shared.errors import AppError, ConfigurationError, NotFound
@@ -68,14 +68,14 @@ class Profile(WireModel):
         Field(min_length=ERROR_TYPES_PER_PROFILE, max_length=ERROR_TYPES_PER_PROFILE),
     ] = Field(description="The domain's five riskiest error types, highest risk first.")
 
-    @model_validator(mode="after")
-    def _unique_names(self) -> Profile:
-        for field, items in (("dimensions", self.dimensions), ("error_types", self.error_types)):
-            names = [item.name for item in items]
-            repeated = sorted({n for n in names if names.count(n) > 1})
-            if repeated:
-                raise ValueError(f"{field}: repeated name(s) {', '.join(repeated)}")
-        return self
+    @field_validator("dimensions", "error_types")
+    @classmethod
+    def _unique_names(cls, items: list[Dimension] | list[ErrorType]) -> list[Any]:
+        names = [item.name for item in items]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"repeated name(s) {', '.join(repeated)}")
+        return list(items)
 
     @property
     def error_type_names(self) -> list[str]:
