@@ -23,6 +23,8 @@ from shared.contracts import (
     MAX_OUTPUT_CHARS,
     MAX_POINT_CHARS,
     MAX_POINTS,
+    Depth,
+    ProfileName,
     TaskKind,
     TaskText,
     WireModel,
@@ -68,6 +70,7 @@ class StopReason(StrEnum):
     review_approved = "review_approved"
     review_expired = "review_expired"
     human_point_unmet = "human_point_unmet"
+    degraded_critique = "degraded_critique"
 
 
 class EvaluatorKind(StrEnum):
@@ -120,6 +123,15 @@ class Policy(WireModel):
     review_on_expiry: ExpiryAction = Field(
         default=ExpiryAction.continue_,
         description="When the deadline passes: continue with the AI critic, or escalate.",
+    )
+    profile: ProfileName | None = Field(
+        default=None,
+        description="The critic profile (the Critic's `GET /v1/profiles`); default: the "
+        "task kind's own (`general` for text, `code` for code).",
+    )
+    depth: Depth | None = Field(
+        default=None,
+        description="The Critic's depth: L1, L2, L3 or auto; default: the profile's own.",
     )
 
 

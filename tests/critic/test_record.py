@@ -1,7 +1,7 @@
 """The reflection record: error type, the exact span, a replacement, the evidence, and a
 justified ``no_error_found`` when nothing is wrong."""
 
-from shared.contracts import MIN_JUSTIFICATION_CHARS, CritiqueIssue
+from shared.contracts import MIN_JUSTIFICATION_CHARS, CritiqueIssue, Severity
 from tests.critic.conftest import issue, scripted
 from tests.support.fakemodel import user_text
 
@@ -117,13 +117,19 @@ class TestRecord:
 
 class TestCompatibility:
     def test_a_client_sending_quote_gets_original_text(self):
-        old = CritiqueIssue(dimension="accuracy", severity="minor", quote="x", suggestion="s")
+        old = CritiqueIssue(
+            dimension="accuracy", severity=Severity.minor, quote="x", suggestion="s"
+        )
         assert old.original_text == "x"
         assert old.error_type == "other"
         assert old.corrected_text is None
 
     def test_original_text_fills_quote_and_wins(self):
         new = CritiqueIssue(
-            dimension="accuracy", severity="minor", original_text="y", quote="x", suggestion="s"
+            dimension="accuracy",
+            severity=Severity.minor,
+            original_text="y",
+            quote="x",
+            suggestion="s",
         )
         assert (new.quote, new.original_text) == ("y", "y")

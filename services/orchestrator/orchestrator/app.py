@@ -33,6 +33,7 @@ from orchestrator.evaluators.base import Evaluator, JsonSchemaEvaluator, PythonT
 from orchestrator.events.hub import EventHub
 from orchestrator.events.listener import EventListener
 from orchestrator.events.router import router as events_router
+from orchestrator.knowledge.profiles import ProfileCatalog
 from orchestrator.metrics import Metrics
 from orchestrator.peers.http import HttpActor, HttpCritic, HttpSandbox, Peer, peer_clients
 from orchestrator.reviews.expiry import ExpirySweeper
@@ -95,6 +96,7 @@ def create_app(
         ):
             transport = (peer_transports or {}).get(name)
             peers[name] = Peer(name, peer_clients(url, token, settings.peer_timeout_s, transport))
+        app.state.profiles = ProfileCatalog(peers["critic"].clients[0])
         evaluators: dict[str, Evaluator] = {
             "python_tests": PythonTestsEvaluator(HttpSandbox(peers["sandbox"])),
             "json_schema": JsonSchemaEvaluator(),

@@ -463,6 +463,7 @@ async def critique(
             else None
         )
         human = store.reflections(session, run_id, source="human")
+        policy = Policy.model_validate(run.policy)
         request = CritiqueRequest(
             task=run.task,
             kind=TaskKind(run.kind),
@@ -471,6 +472,8 @@ async def critique(
             evaluation=evaluation,
             reflections=_reflections(human),
             binding_points=run.binding_points or [],
+            profile=policy.profile,
+            depth=policy.depth,
         )
         issues = (previous.critique or {}).get("issues", []) if previous else []
         return request, list(issues)

@@ -133,6 +133,8 @@ async def create_run(
     ] = None,
 ) -> RunCreated | Response:
     db: Database = request.app.state.db
+    if body.policy.profile is not None:
+        await request.app.state.profiles.require(body.policy.profile, body.kind)
     try:
         run, created = await db.run(lambda s: service.create(s, caller, body, idempotency_key))
     except IntegrityError:
