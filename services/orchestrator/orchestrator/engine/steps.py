@@ -486,6 +486,7 @@ async def critique(
     key = f"{run_id}:{round}:critic"
     result = await with_retries(rt, "critic", lambda: rt.critic.critique(request, key=key))
     rt.metrics.stage_latency.labels("critique").observe(time.perf_counter() - started)
+    rt.metrics.critiques.labels(result.profile, result.depth, str(result.degraded).lower()).inc()
     doc = result.model_dump(mode="json", exclude={"usage", "exchanges"})
     signature = critique_signature(doc)
     adoption: float | None = None
