@@ -229,6 +229,23 @@ ProfileName = Annotated[
 ]
 
 
+class KnowledgeKind(StrEnum):
+    rule_anchor = "rule_anchor"
+    logic_pitfall = "logic_pitfall"
+    evidence_hierarchy = "evidence_hierarchy"
+    lesson = "lesson"
+
+
+class KnowledgeNote(WireModel):
+    """A knowledge entry as the Critic receives it, retrieved for this task."""
+
+    id: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    kind: KnowledgeKind
+    title: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    body: Annotated[str, StringConstraints(min_length=1, max_length=MAX_REFLECTION_CHARS)]
+    weight: Annotated[float, Field(ge=0.0, le=1.0)] = 1.0
+
+
 class CritiqueRequest(WireModel):
     task: TaskText
     kind: TaskKind = TaskKind.text
@@ -244,6 +261,10 @@ class CritiqueRequest(WireModel):
     )
     depth: Depth | None = Field(
         default=None, description="How deep to look; default: the profile's default depth."
+    )
+    knowledge: Annotated[list[KnowledgeNote], Field(max_length=10)] = Field(
+        default=[],
+        description="Knowledge entries retrieved for this task; cite them as `knowledge:<id>`.",
     )
     latency_budget_s: Annotated[float, Field(gt=0, le=3600)] | None = Field(
         default=None,
@@ -313,6 +334,9 @@ class CritiqueResult(Critique):
     )
     degraded_reason: str | None = None
     rounds: int = Field(default=1, description="Model rounds behind this critique (L3: up to 2).")
+    knowledge_used: list[str] = Field(
+        default=[], description="The ids of the knowledge entries this critique received."
+    )
 
 
 class ServiceInfo(WireModel):

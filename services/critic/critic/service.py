@@ -171,6 +171,7 @@ class CriticService:
             degraded=degraded_reason is not None,
             degraded_reason=degraded_reason,
             rounds=rounds,
+            knowledge_used=[note.id for note in request.knowledge],
         )
 
     async def _at_depth(
@@ -219,6 +220,7 @@ class CriticService:
                 advisory=advisory,
                 points=request.binding_points,
                 first_round=first_round,
+                knowledge=request.knowledge,
                 output=request.output,
             ),
             max_tokens=min(plan.max_tokens, self.max_tokens),

@@ -34,6 +34,7 @@ from orchestrator.engine.policy import (
 from orchestrator.engine.runtime import Runtime, current
 from orchestrator.evaluators.base import EvaluationJob, Evaluator
 from orchestrator.events.repository import append_event
+from orchestrator.knowledge.service import KnowledgeService, profile_for
 from orchestrator.peers.errors import PeerUnavailable
 from orchestrator.reviews import lessons
 from orchestrator.tables import (
@@ -474,6 +475,9 @@ async def critique(
             binding_points=run.binding_points or [],
             profile=policy.profile,
             depth=policy.depth,
+            knowledge=KnowledgeService(rt.settings.knowledge_min_score).relevant(
+                session, run.task, profile_for(policy.profile, TaskKind(run.kind))
+            ),
         )
         issues = (previous.critique or {}).get("issues", []) if previous else []
         return request, list(issues)
