@@ -9,7 +9,7 @@ from orchestrator.app import create_app
 from orchestrator.db import session_scope
 from orchestrator.knowledge.service import PackError
 from orchestrator.tables import KnowledgeEntry
-from tests.orchestrator.conftest import mint, start, wait_for
+from tests.orchestrator.conftest import ADMIN_TOKEN, mint, start, wait_for
 from tests.support.apps import serving
 from tests.support.fakemodel import user_text
 
@@ -144,6 +144,24 @@ class TestRanking:
         assert response.json() == []
 
 
+class TestThreshold:
+    async def test_entries_under_the_score_threshold_are_not_offered(
+        self, orchestrator_settings, peers
+    ):
+        settings = orchestrator_settings.model_copy(update={"knowledge_min_score": 1000.0})
+        app = create_app(settings, peer_transports=peers)
+        async with serving(app, ADMIN_TOKEN) as api:
+            await api.post("/v1/knowledge", json={**ENTRY, "profiles": []})
+            found = await api.get("/v1/knowledge/search", params={"q": "electronic signature"})
+        assert found.json() == []
+
+    async def test_at_most_three_are_offered(self, api):
+        for n in range(5):
+            await api.post("/v1/knowledge", json={**ENTRY, "profiles": [], "title": f"Sig {n}"})
+        found = await api.get("/v1/knowledge/search", params={"q": "electronic signature"})
+        assert len(found.json()) == 3
+
+
 class TestTheCriticReceivesThem:
     async def test_a_critique_gets_and_records_the_relevant_entries(self, api, fake_model):
         tides = (
@@ -193,9 +211,7 @@ class TestPacks:
         (tmp_path / "lease.toml").write_text(PACK)
         settings = orchestrator_settings.model_copy(update={"knowledge_dir": tmp_path})
         for _ in range(2):
-            async with serving(
-                create_app(settings, peer_transports=peers), "admin-token-for-tests-0123456789"
-            ) as api:
+            async with serving(create_app(settings, peer_transports=peers), ADMIN_TOKEN) as api:
                 entries = (await api.get("/v1/knowledge")).json()
         by_id = {e["id"]: e for e in entries}
         assert set(by_id) == {"lease.deposit", "lease.blogs"}
