@@ -500,5 +500,121 @@ def reviewer_add(
     )
 
 
+# ------------------------------------------------------------------ eval
+
+evaluate = typer.Typer(help="Measure the Critic against labelled sets.", no_args_is_help=True)
+app.add_typer(evaluate, name="eval")
+DEFAULT_CRITIC_URL = "http://127.0.0.1:8002"
+
+
+def _service_token(token: str | None) -> str:
+    """--token, else CROSSCHECK_SERVICE_TOKEN, else what ``crosscheck up`` wrote."""
+    from crosscheck.client import CREDENTIALS_PATH, read_env_file
+
+    found = token or os.environ.get("CROSSCHECK_SERVICE_TOKEN")
+    if not found and CREDENTIALS_PATH.is_file():
+        found = read_env_file(CREDENTIALS_PATH).get("CROSSCHECK_SERVICE_TOKEN")
+    if not found:
+        raise typer.BadParameter(
+            "no service token: pass --token, set CROSSCHECK_SERVICE_TOKEN, or run "
+            "`crosscheck up` (it writes var/crosscheck.env)",
+            param_hint="--token",
+        )
+    return found
+
+
+@evaluate.command("intercept")
+def eval_intercept(
+    labelled: Annotated[
+        Path | None,
+        typer.Option(
+            "--set",
+            help="A labelled set (TOML); default: the shipped one, two items per profile.",
+            show_default=False,
+        ),
+    ] = None,
+    profile: Annotated[
+        list[str] | None,
+        typer.Option(help="Only items of this profile (repeatable).", show_default=False),
+    ] = None,
+    depth: Annotated[
+        str | None,
+        typer.Option(help="L1, L2, L3 or auto; default: each profile's own.", show_default=False),
+    ] = None,
+    target: Annotated[float, typer.Option(min=0.0, max=1.0, help="Rate to meet.")] = 0.65,
+    critic_url: Annotated[
+        str,
+        typer.Option("--critic-url", envvar="CRITIC_URL", help="The Critic service."),
+    ] = DEFAULT_CRITIC_URL,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            help="Service token. Default: CROSSCHECK_SERVICE_TOKEN, else var/crosscheck.env.",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Critical-error intercept rate: run each planted-error output through the real Critic
+    and count those it catches. Exit code 0 when the rate meets the target, 2 when not."""
+    from critic.intercept import (
+        InterceptSetError,
+        judge,
+        load_set,
+        report,
+        request_body,
+        shipped_set,
+    )
+    from shared.contracts import CritiqueResult, Depth
+
+    try:
+        chosen_depth = Depth(depth) if depth is not None else None
+    except ValueError:
+        raise typer.BadParameter("use L1, L2, L3 or auto", param_hint="--depth") from None
+    try:
+        items = load_set(labelled or shipped_set())
+    except InterceptSetError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--set") from None
+    if profile:
+        items = [item for item in items if item.profile in profile]
+        if not items:
+            raise typer.BadParameter("no item of that profile in the set", param_hint="--profile")
+    headers = {"Authorization": f"Bearer {_service_token(token)}"}
+    results = []
+    with httpx.Client(base_url=critic_url, headers=headers, timeout=600) as client:
+        for item in items:
+            try:
+                response = client.post("/v1/critique", json=request_body(item, chosen_depth))
+            except httpx.HTTPError as exc:
+                err_console.print(f"[bold red]error:[/] the critic at {critic_url}: {exc}")
+                raise typer.Exit(1) from None
+            if response.status_code != 200:
+                err_console.print(
+                    f"[bold red]error:[/] item {item.id}: the critic answered "
+                    f"{response.status_code}: {escape(response.text[:500])}",
+                    soft_wrap=True,
+                )
+                raise typer.Exit(1)
+            results.append(judge(item, CritiqueResult.model_validate(response.json())))
+    outcome = report(results, target)
+    if as_json:
+        console.print_json(outcome.model_dump_json())
+    else:
+        table = Table("profile", "items", "intercepted", "rate")
+        for row in outcome.profiles:
+            table.add_row(row.profile, str(row.items), str(row.intercepted), f"{row.rate:.0%}")
+        console.print(table)
+        missed = [r.id for r in outcome.results if not r.intercepted]
+        if missed:
+            console.print("missed: " + ", ".join(missed))
+        console.print(
+            f"intercept rate {outcome.intercepted}/{outcome.items} = {outcome.rate:.1%} "
+            f"(target {outcome.target:.0%}: {'met' if outcome.met else 'NOT met'})"
+        )
+    if not outcome.met:
+        raise typer.Exit(2)
+
+
 if __name__ == "__main__":
     app()

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 MAX_TASK_CHARS = 20_000
 MAX_OUTPUT_CHARS = 100_000
@@ -19,6 +19,7 @@ MAX_REFLECTIONS = 50
 MAX_BODY_BYTES = 1_048_576
 MAX_POINTS = 20
 MAX_POINT_CHARS = 2_000
+MIN_JUSTIFICATION_CHARS = 120
 
 TaskText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TASK_CHARS)]
 OutputText = Annotated[str, StringConstraints(max_length=MAX_OUTPUT_CHARS)]
@@ -165,12 +166,43 @@ class ErrorClass(StrEnum):
 
 
 class CritiqueIssue(WireModel):
+    """One problem the Critic found, as a reflection record: what kind of error, the exact
+    span, a replacement for that span, and what the finding rests on.
+
+    ``original_text`` and ``quote`` are the same span (``quote`` is the older name and stays
+    for clients that read it): either may be sent (``original_text`` wins when both are),
+    and both are filled in the result.
+    """
+
     dimension: str
     severity: Severity
     quote: str | None = Field(
         default=None, description="An exact span of the critiqued output; None if none applies."
     )
     suggestion: str
+    error_type: str = Field(
+        default="other",
+        description="One of the profile's error types, or `other` when none of them fits.",
+    )
+    original_text: str | None = Field(
+        default=None, description="The same exact span as `quote` (the reflection record's name)."
+    )
+    corrected_text: str | None = Field(
+        default=None, description="A suggested replacement for that span; None if none applies."
+    )
+    evidence_source: str | None = Field(
+        default=None,
+        description="What the finding rests on: `task`, `evaluation`, `knowledge:<id>`, "
+        "`evidence:<ref>` or `output` (the text contradicting itself).",
+    )
+
+    @model_validator(mode="after")
+    def _same_span(self) -> CritiqueIssue:
+        if self.original_text is not None:
+            self.quote = self.original_text
+        else:
+            self.original_text = self.quote
+        return self
 
 
 class Evaluation(WireModel):
@@ -178,6 +210,40 @@ class Evaluation(WireModel):
 
     passed: bool
     summary: Annotated[str, StringConstraints(max_length=MAX_REFLECTION_CHARS)] = ""
+
+
+class Depth(StrEnum):
+    """How deep the Critic looks: ``L1`` consistency (the output against the task and
+    itself), ``L2`` evidence (every claim traced to a source), ``L3`` counterfactual (what
+    would make the answer wrong, at most two rounds), ``auto`` (by the profile's risk and
+    the latency budget)."""
+
+    L1 = "L1"
+    L2 = "L2"
+    L3 = "L3"
+    auto = "auto"
+
+
+ProfileName = Annotated[
+    str, StringConstraints(min_length=1, max_length=64, pattern=r"^[a-z][a-z0-9_-]*$")
+]
+
+
+class KnowledgeKind(StrEnum):
+    rule_anchor = "rule_anchor"
+    logic_pitfall = "logic_pitfall"
+    evidence_hierarchy = "evidence_hierarchy"
+    lesson = "lesson"
+
+
+class KnowledgeNote(WireModel):
+    """A knowledge entry as the Critic receives it, retrieved for this task."""
+
+    id: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    kind: KnowledgeKind
+    title: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    body: Annotated[str, StringConstraints(min_length=1, max_length=MAX_REFLECTION_CHARS)]
+    weight: Annotated[float, Field(ge=0.0, le=1.0)] = 1.0
 
 
 class CritiqueRequest(WireModel):
@@ -188,6 +254,23 @@ class CritiqueRequest(WireModel):
     evaluation: Evaluation | None = None
     reflections: Annotated[list[Reflection], Field(max_length=MAX_REFLECTIONS)] = []
     binding_points: BindingPoints = []
+    profile: ProfileName | None = Field(
+        default=None,
+        description="The critic profile to judge with (`GET /v1/profiles`); default: the "
+        "kind's own (`general` for text, `code` for code).",
+    )
+    depth: Depth | None = Field(
+        default=None, description="How deep to look; default: the profile's default depth."
+    )
+    knowledge: Annotated[list[KnowledgeNote], Field(max_length=10)] = Field(
+        default=[],
+        description="Knowledge entries retrieved for this task; cite them as `knowledge:<id>`.",
+    )
+    latency_budget_s: Annotated[float, Field(gt=0, le=3600)] | None = Field(
+        default=None,
+        description="How long the caller can wait; `auto` picks the deepest depth whose "
+        "budget fits.",
+    )
 
 
 class BindingCheck(WireModel):
@@ -210,11 +293,50 @@ class Critique(WireModel):
     binding_checks: list[BindingCheck] = []
     reflection: str
     error_class: ErrorClass
+    no_error_found: bool = Field(
+        default=False,
+        description="True exactly when `issues` is empty: the Critic states it found no error.",
+    )
+    justification: str = Field(
+        default="",
+        description="With `no_error_found`: why nothing is wrong, at least "
+        f"{MIN_JUSTIFICATION_CHARS} characters naming what was checked.",
+    )
+
+    def record_problems(self) -> list[str]:
+        """What breaks the reflection record: a critique without issues must say so and
+        justify it; one with issues must not claim it found none."""
+        if self.issues and self.no_error_found:
+            return ["`no_error_found` is true but `issues` lists problems: set it to false"]
+        if not self.issues and not self.no_error_found:
+            return [
+                "`issues` is empty: set `no_error_found` to true and justify it, or list the issues"
+            ]
+        if self.no_error_found and len(self.justification.strip()) < MIN_JUSTIFICATION_CHARS:
+            return [
+                f"`justification` has {len(self.justification.strip())} characters; a "
+                f"critique with no issue needs at least {MIN_JUSTIFICATION_CHARS}, naming what "
+                "was checked and why it holds"
+            ]
+        return []
 
 
 class CritiqueResult(Critique):
     usage: Usage
     exchanges: list[ModelExchange] = []
+    profile: str = Field(default="", description="The profile the Critic judged with.")
+    risk: str = Field(default="", description="The profile's risk level: low, medium or high.")
+    depth: str = Field(default="", description="The depth that produced this critique.")
+    requested_depth: str = Field(default="", description="The depth asked for (or `auto`).")
+    degraded: bool = Field(
+        default=False,
+        description="The requested depth timed out or failed once; this is an L1 critique.",
+    )
+    degraded_reason: str | None = None
+    rounds: int = Field(default=1, description="Model rounds behind this critique (L3: up to 2).")
+    knowledge_used: list[str] = Field(
+        default=[], description="The ids of the knowledge entries this critique received."
+    )
 
 
 class ServiceInfo(WireModel):

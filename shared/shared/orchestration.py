@@ -23,6 +23,8 @@ from shared.contracts import (
     MAX_OUTPUT_CHARS,
     MAX_POINT_CHARS,
     MAX_POINTS,
+    Depth,
+    ProfileName,
     TaskKind,
     TaskText,
     WireModel,
@@ -69,6 +71,7 @@ class StopReason(StrEnum):
     review_expired = "review_expired"
     human_point_unmet = "human_point_unmet"
     internal_error = "internal_error"
+    degraded_critique = "degraded_critique"
 
 
 class EvaluatorKind(StrEnum):
@@ -121,6 +124,15 @@ class Policy(WireModel):
     review_on_expiry: ExpiryAction = Field(
         default=ExpiryAction.continue_,
         description="When the deadline passes: continue with the AI critic, or escalate.",
+    )
+    profile: ProfileName | None = Field(
+        default=None,
+        description="The critic profile (the Critic's `GET /v1/profiles`); default: the "
+        "task kind's own (`general` for text, `code` for code).",
+    )
+    depth: Depth | None = Field(
+        default=None,
+        description="The Critic's depth: L1, L2, L3 or auto; default: the profile's own.",
     )
 
 
@@ -522,6 +534,10 @@ class AgreementStats(WireModel):
     rate: float = Field(description="agreed / decisions.")
 
 
+ADOPTION_BAND = (0.15, 0.70)
+TRIGGER_TARGET = 0.95
+
+
 class StatsPublic(WireModel):
     """Aggregates of the read model: they survive restarts, unlike the Prometheus counters."""
 
@@ -542,6 +558,32 @@ class StatsPublic(WireModel):
     providers: list[ProviderStats]
     critic_agreement: list[AgreementStats] = Field(
         default=[], description="Person vs Critic, per critic provider and profile."
+    )
+    versions: int = Field(
+        default=0,
+        description="Versions of finished runs that were due a critique (a version a rule "
+        "ended before its critique by design is not: evaluator pass, duplicate, converged, "
+        "shrank, budget, cancelled, a person's approval or rejection).",
+    )
+    versions_critiqued: int = Field(default=0, description="Of those, versions with a critique.")
+    trigger_rate: float | None = Field(
+        default=None, description="versions_critiqued / versions (target >= 0.95; null: none)."
+    )
+    critiques: int = Field(default=0, description="Critiques of runs in the period.")
+    critiques_degraded: int = Field(
+        default=0, description="Critiques whose depth timed out or failed and fell back to L1."
+    )
+    degraded_rate: float | None = Field(
+        default=None, description="critiques_degraded / critiques (null: no critique)."
+    )
+    critiques_by_depth: dict[str, int] = Field(
+        default={}, description="Critiques by the depth that produced them (L1, L2, L3)."
+    )
+    adoption_in_band: bool | None = Field(
+        default=None,
+        description="Whether the adoption rate is inside the healthy band "
+        f"[{ADOPTION_BAND[0]}, {ADOPTION_BAND[1]}] (below: the critic is ignored or too "
+        "timid; above: drafts are poor or the critic too aggressive).",
     )
 
 

@@ -15,6 +15,7 @@ DATA_TAGS = (
     "candidate_output",
     "evaluation",
     "lessons",
+    "knowledge",
     "repair",
 )
 

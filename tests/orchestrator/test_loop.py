@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from tests.critic.conftest import JUSTIFICATION
 from tests.orchestrator.conftest import start, wait_for
 
 LONG = "The tide rises twice a day because the Moon's gravity pulls the oceans. " * 8
@@ -14,12 +15,15 @@ def actor_reply(output: str) -> dict:
 
 
 def critique(verdict: str = "revise", issues=None, reflection: str = "Be more precise.") -> dict:
+    """A scripted critique; one without issues states ``no_error_found`` and justifies it."""
     return {
         "verdict": verdict,
         "confidence": 0.8,
         "issues": issues or [],
         "reflection": reflection,
         "error_class": "none" if verdict == "pass" else "logic",
+        "no_error_found": not issues,
+        "justification": "" if issues else JUSTIFICATION,
     }
 
 

@@ -1,10 +1,13 @@
 """GET /v1/stats: aggregates of the read model, checked against the runs and trajectories."""
 
+import re
 import statistics
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
+import yaml
 from sqlmodel import Session
 
 from orchestrator.stats.service import StatsService
@@ -218,3 +221,101 @@ class TestCriticAgreement:
     async def test_no_decision_means_no_agreement_figures(self, api):
         await two_runs(api)
         assert (await stats(api))["critic_agreement"] == []
+
+
+PASS = {
+    "verdict": "pass",
+    "confidence": 0.9,
+    "issues": [],
+    "reflection": "Nothing to change.",
+    "error_class": "none",
+    "no_error_found": True,
+    "justification": (
+        "Every requirement of the task is answered in the output; the figures agree with the "
+        "task and with each other, and no claim lacks support."
+    ),
+}
+
+
+class TestReflectionHealth:
+    @pytest.fixture
+    def peer_overrides(self):
+        return {
+            "actor": {"model_max_attempts": 2},
+            "critic": {"model_max_attempts": 2, "l2_budget_s": 0.5},
+        }
+
+    async def test_trigger_degraded_and_adoption_equal_counts_from_the_runs(self, api, fake_model):
+        passed, escalated = await two_runs(api)
+        # A legal run whose L2 critique times out: L1 passes it, degraded; a person decides.
+        fake_model.faults({"delay_s": 3.0, "stage": "critique"})
+        fake_model.script(
+            {"stage": "critique", "response": PASS}, {"stage": "critique", "response": PASS}
+        )
+        degraded = await wait_for(
+            api, await start(api, task="Keep the deposit?", policy={"profile": "legal"})
+        )
+        assert degraded["stop_reason"] == "degraded_critique"
+        # A critic that cannot be reached: the version is never critiqued.
+        fake_model.faults(*[{"status": 503, "stage": "critique"}] * 6)
+        down = await wait_for(api, await start(api, task="Explain tides."))
+        assert down["stop_reason"] == "environment"
+
+        runs = [passed, escalated, degraded, down]
+        rounds = [r for run in runs for r in run["rounds"]]
+        critiques = [r["critique"] for r in rounds if r["critique"]]
+        body = await stats(api)
+        assert body["versions"] == len(rounds) == 5
+        assert body["versions_critiqued"] == len(critiques) == 4
+        assert body["trigger_rate"] == pytest.approx(4 / 5)
+        assert body["critiques"] == 4
+        assert body["critiques_degraded"] == sum(c["degraded"] for c in critiques) == 1
+        assert body["degraded_rate"] == pytest.approx(1 / 4)
+        assert body["critiques_by_depth"] == {"L1": 4}
+        assert body["adoption_rate"] == pytest.approx(1.0)  # the one revision fixed its issue
+        assert body["adoption_in_band"] is False  # above 70%: drafts poor or critic harsh
+
+        text = (await api.get("/metrics")).text
+        assert 'crosscheck_critiques_total{degraded="true",depth="L1",profile="legal"} 1.0' in text
+        assert (
+            'crosscheck_critiques_total{degraded="false",depth="L1",profile="general"} 3.0' in text
+        )
+
+    async def test_a_version_a_rule_ended_before_its_critique_is_not_due_one(self, api, fake_model):
+        same = {"output": "The same answer.", "uncertainties": []}
+        fake_model.script(
+            {"stage": "draft", "response": same}, {"stage": "revise", "response": same}
+        )
+        run = await wait_for(api, await start(api, task="Explain tides."))
+        assert run["stop_reason"] == "duplicate_output"
+        body = await stats(api)
+        assert (body["versions"], body["versions_critiqued"], body["trigger_rate"]) == (1, 1, 1.0)
+        assert body["degraded_rate"] == 0.0
+
+
+ALERTS = Path(__file__).parents[2] / "infra" / "prometheus" / "crosscheck-alerts.yml"
+METRIC = re.compile(r"\b(crosscheck_[a-z_]+)")
+
+
+class TestAlertRules:
+    async def test_every_alert_reads_metrics_the_orchestrator_exposes(self, api):
+        await wait_for(api, await start(api, task=PASSES))
+        exposed = {
+            line.split("{")[0].split(" ")[0]
+            for line in (await api.get("/metrics")).text.splitlines()
+            if line.startswith("crosscheck_")
+        }
+        rules = yaml.safe_load(ALERTS.read_text())["groups"][0]["rules"]
+        for rule in rules:
+            used = set(METRIC.findall(rule["expr"]))
+            assert used, rule["alert"]
+            assert used <= exposed, (rule["alert"], used - exposed)
+
+    def test_the_bands_are_the_seeds(self):
+        rules = {
+            r["alert"]: r["expr"] for r in yaml.safe_load(ALERTS.read_text())["groups"][0]["rules"]
+        }
+        assert ") < 0.95" in rules["CrosscheckCritiqueTriggerRateLow"]
+        assert ") < 0.15" in rules["CrosscheckAdoptionRateLow"]
+        assert ") > 0.70" in rules["CrosscheckAdoptionRateHigh"]
+        assert ") > 0.10" in rules["CrosscheckDegradedCritiquesHigh"]

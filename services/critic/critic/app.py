@@ -9,10 +9,11 @@ import httpx2
 from fastapi import Depends, FastAPI
 
 from critic.deps import CriticDep
-from critic.service import CriticService
+from critic.profiles import Profile, ProfileBook
+from critic.service import CriticService, DepthPlan, DepthTable
 from critic.settings import CriticSettings
 from shared.auth import require_service_token
-from shared.contracts import CritiqueRequest, CritiqueResult, ServiceInfo
+from shared.contracts import CritiqueRequest, CritiqueResult, Depth, ServiceInfo
 from shared.idempotency import (
     IdempotencyKey,
     ReplayerDep,
@@ -35,6 +36,14 @@ def create_app(
     provider_kind = settings.critic_provider
     warning = settings.check_provider_split()
     model = model_for(provider_kind, settings.model, demo=settings.demo)
+    profiles = ProfileBook.load(settings.profiles_dir)  # a bad file stops the start here
+    depths = DepthTable(
+        {
+            Depth.L1: DepthPlan(Depth.L1, settings.l1_max_tokens, settings.l1_budget_s),
+            Depth.L2: DepthPlan(Depth.L2, settings.l2_max_tokens, settings.l2_budget_s),
+            Depth.L3: DepthPlan(Depth.L3, settings.l3_max_tokens, settings.l3_budget_s),
+        }
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -48,6 +57,8 @@ def create_app(
                     model=model,
                     temperature=settings.temperature,
                     max_tokens=settings.max_output_tokens,
+                    profiles=profiles,
+                    depths=depths,
                 )
                 log.info("critic ready", provider=provider_kind.value, model=model)
                 yield
@@ -81,5 +92,11 @@ def create_app(
         return await replays.run(
             idempotency_key, body_digest(body), lambda: critic.critique(body), CritiqueResult
         )
+
+    @app.get("/v1/profiles", response_model=list[Profile], dependencies=auth, tags=["critic"])
+    async def list_profiles() -> list[Profile]:
+        """Every critic profile: persona, rubric dimensions, the five riskiest error types,
+        risk level and default depth. A run picks one with ``policy.profile``."""
+        return profiles.listed()
 
     return app

@@ -1,24 +1,32 @@
-"""The Critic's behaviour: a structured verdict whose quotes are checked against the output."""
+"""The Critic's behaviour: a structured verdict, at a chosen depth, under a chosen profile,
+whose quotes are checked against the output."""
 
 from __future__ import annotations
 
+import asyncio
 import re
+from dataclasses import dataclass
 
-from critic.rubrics import RUBRICS
+from critic.profiles import OTHER_ERROR_TYPE, Profile, ProfileBook, Risk
 from shared.contracts import (
     BindingCheck,
     Critique,
     CritiqueIssue,
     CritiqueRequest,
     CritiqueResult,
+    Depth,
+    ModelExchange,
     ReflectionSource,
     Stage,
+    Usage,
 )
+from shared.errors import InvalidModelOutput, UpstreamError, UpstreamTimeout
 from shared.logging import get_logger
 from shared.prompting import PromptBook
 from shared.providers import ModelCall, ModelProvider
 
 SCHEMA_NAME = "critique"
+MAX_L3_ROUNDS = 2
 log = get_logger("crosscheck.critic")
 _SPACE = re.compile(r"\s+")
 
@@ -50,24 +58,157 @@ def binding_checks(points: list[str], value: Critique, output: str) -> list[Bind
     return checks
 
 
+@dataclass(frozen=True)
+class DepthPlan:
+    """What one depth may spend: its output-token cap and its latency budget."""
+
+    depth: Depth
+    max_tokens: int
+    budget_s: float
+
+
+class DepthTable:
+    """The concrete depths (L1, L2, L3) and how ``auto`` picks one."""
+
+    AUTO_BY_RISK = {Risk.low: Depth.L1, Risk.medium: Depth.L2, Risk.high: Depth.L3}
+    ORDER = (Depth.L1, Depth.L2, Depth.L3)
+
+    def __init__(self, plans: dict[Depth, DepthPlan]) -> None:
+        self.plans = plans
+
+    def __getitem__(self, depth: Depth) -> DepthPlan:
+        return self.plans[depth]
+
+    def resolve(self, requested: Depth, profile: Profile, budget_s: float | None) -> Depth:
+        """``auto``: the profile's risk sets the deepest depth, and the caller's latency
+        budget steps it down to the deepest one whose own budget fits (L1 at least)."""
+        if requested is not Depth.auto:
+            return requested
+        depth = self.AUTO_BY_RISK[profile.risk]
+        while budget_s is not None and depth is not Depth.L1 and self[depth].budget_s > budget_s:
+            depth = self.ORDER[self.ORDER.index(depth) - 1]
+        return depth
+
+
+@dataclass
+class _Spent:
+    """Tokens, cost and time of every model call behind one critique."""
+
+    usage: Usage | None = None
+    exchanges: list[ModelExchange] | None = None
+
+    def add(self, usage: Usage, exchanges: list[ModelExchange]) -> None:
+        self.exchanges = [*(self.exchanges or []), *exchanges]
+        if self.usage is None:
+            self.usage = usage
+            return
+        cost = (
+            None
+            if self.usage.cost_usd is None or usage.cost_usd is None
+            else self.usage.cost_usd + usage.cost_usd
+        )
+        self.usage = self.usage.model_copy(
+            update={
+                "input_tokens": self.usage.input_tokens + usage.input_tokens,
+                "output_tokens": self.usage.output_tokens + usage.output_tokens,
+                "cost_usd": cost,
+                "latency_ms": self.usage.latency_ms + usage.latency_ms,
+                "attempts": self.usage.attempts + usage.attempts,
+            }
+        )
+
+
 class CriticService:
     def __init__(
-        self, provider: ModelProvider, *, model: str, temperature: float, max_tokens: int
+        self,
+        provider: ModelProvider,
+        *,
+        model: str,
+        temperature: float,
+        max_tokens: int,
+        profiles: ProfileBook,
+        depths: DepthTable,
     ) -> None:
         self.provider = provider
         self.prompts = PromptBook("critic")
         self.model = model
         self.temperature = temperature
         self.max_tokens = max_tokens
+        self.profiles = profiles
+        self.depths = depths
 
     async def critique(self, request: CritiqueRequest) -> CritiqueResult:
+        profile = self.profiles.choose(request.profile, request.kind)
+        requested = request.depth or profile.default_depth
+        depth = self.depths.resolve(requested, profile, request.latency_budget_s)
+        spent = _Spent()
+        degraded_reason: str | None = None
+        try:
+            value, rounds = await self._at_depth(request, profile, depth, spent)
+        except (UpstreamError, InvalidModelOutput) as exc:
+            if depth is Depth.L1:
+                raise
+            degraded_reason = f"{type(exc).__name__}: {str(exc)[:300]}"
+            log.warning(
+                "critique degraded to L1",
+                profile=profile.name,
+                depth=depth.value,
+                reason=degraded_reason,
+            )
+            value, rounds = await self._at_depth(request, profile, Depth.L1, spent)
+        assert spent.usage is not None
+        issues = [self._verified(issue, request.output, profile) for issue in value.issues]
+        return CritiqueResult(
+            **value.model_dump(exclude={"issues", "binding_checks"}),
+            issues=issues,
+            binding_checks=binding_checks(request.binding_points, value, request.output),
+            usage=spent.usage,
+            exchanges=spent.exchanges or [],
+            profile=profile.name,
+            risk=profile.risk.value,
+            depth=(Depth.L1 if degraded_reason else depth).value,
+            requested_depth=requested.value,
+            degraded=degraded_reason is not None,
+            degraded_reason=degraded_reason,
+            rounds=rounds,
+            knowledge_used=[note.id for note in request.knowledge],
+        )
+
+    async def _at_depth(
+        self, request: CritiqueRequest, profile: Profile, depth: Depth, spent: _Spent
+    ) -> tuple[Critique, int]:
+        """One critique at ``depth`` within its latency budget; L3 takes a second round to
+        re-test the issues of the first one."""
+        plan = self.depths[depth]
+        try:
+            async with asyncio.timeout(plan.budget_s):
+                value = await self._ask(request, profile, plan, spent, first_round=None)
+                if depth is Depth.L3 and value.issues and MAX_L3_ROUNDS > 1:
+                    return await self._ask(request, profile, plan, spent, value.issues), 2
+        except TimeoutError:
+            raise UpstreamTimeout(
+                f"the critique at depth {depth.value} took longer than its "
+                f"{plan.budget_s:g} s budget"
+            ) from None
+        return value, 1
+
+    async def _ask(
+        self,
+        request: CritiqueRequest,
+        profile: Profile,
+        plan: DepthPlan,
+        spent: _Spent,
+        first_round: list[CritiqueIssue] | None,
+    ) -> Critique:
         binding = [r for r in request.reflections if r.source is ReflectionSource.human]
         advisory = [r for r in request.reflections if r.source is not ReflectionSource.human]
         call = ModelCall(
             stage=Stage.critique,
             model=self.model,
             temperature=self.temperature,
-            system=self.prompts.render("system.j2", rubric=RUBRICS[request.kind]),
+            system=self.prompts.render(
+                "system.j2", profile=profile, depth_template=f"depth_{plan.depth.value}.j2"
+            ),
             user=self.prompts.render(
                 "critique.j2",
                 round=request.round,
@@ -78,10 +219,14 @@ class CriticService:
                 binding=binding,
                 advisory=advisory,
                 points=request.binding_points,
+                first_round=first_round,
+                knowledge=request.knowledge,
                 output=request.output,
             ),
-            max_tokens=self.max_tokens,
+            max_tokens=min(plan.max_tokens, self.max_tokens),
         )
+        needs_evidence = plan.depth is not Depth.L1
+        known_types = profile.error_type_names
 
         def check(value: Critique) -> list[str]:
             problems = [
@@ -90,6 +235,21 @@ class CriticService:
                 for i, issue in enumerate(value.issues)
                 if issue.quote and not quote_found(issue.quote, request.output)
             ]
+            problems += [
+                f"issue {i} has error_type {issue.error_type!r}; use one of "
+                + ", ".join(known_types)
+                for i, issue in enumerate(value.issues)
+                if issue.error_type not in known_types
+            ]
+            if needs_evidence:
+                problems += [
+                    f"issue {i} names no `evidence_source`; at depth {plan.depth.value} every "
+                    "issue says what it rests on (task, evaluation, output, knowledge:<id>, "
+                    "evidence:<ref>)"
+                    for i, issue in enumerate(value.issues)
+                    if not (issue.evidence_source or "").strip()
+                ]
+            problems += value.record_problems()
             checked = [c.point for c in value.binding_checks]
             problems += [
                 f"`binding_checks` has no entry for the reviewer point {point!r}: add one that "
@@ -101,19 +261,23 @@ class CriticService:
             return problems
 
         reply = await self.provider.structured(call, Critique, SCHEMA_NAME, check=check)
-        issues = [self._verified(issue, request.output) for issue in reply.value.issues]
-        return CritiqueResult(
-            **reply.value.model_dump(exclude={"issues", "binding_checks"}),
-            issues=issues,
-            binding_checks=binding_checks(request.binding_points, reply.value, request.output),
-            usage=reply.usage,
-            exchanges=reply.exchanges,
-        )
+        spent.add(reply.usage, reply.exchanges)
+        broken = reply.value.record_problems()
+        if broken:
+            raise InvalidModelOutput(
+                f"the critic model '{self.model}' broke the reflection record, even after one "
+                f"repair request: {broken[0]}"
+            )
+        return reply.value
 
     @staticmethod
-    def _verified(issue: CritiqueIssue, output: str) -> CritiqueIssue:
-        """Keep the promise that a quote is a span of the output: drop quotes that are not."""
+    def _verified(issue: CritiqueIssue, output: str, profile: Profile) -> CritiqueIssue:
+        """Keep the promise that a quote is a span of the output (drop quotes that are not)
+        and that an error type is the profile's (else `other`)."""
+        update: dict[str, object] = {}
         if issue.quote and not quote_found(issue.quote, output):
             log.info("dropping a quote the critic did not copy from the output")
-            return issue.model_copy(update={"quote": None})
-        return issue
+            update.update(quote=None, original_text=None)
+        if issue.error_type not in profile.error_type_names:
+            update["error_type"] = OTHER_ERROR_TYPE
+        return issue.model_copy(update=update) if update else issue

@@ -23,3 +23,14 @@ class CriticSettings(ReplaySettings, ProviderSettings):
         default=None, description="Model for critiques; default depends on the provider."
     )
     temperature: float = Field(default=0.2, ge=0.0, le=2.0)
+    profiles_dir: Path | None = Field(
+        default=None,
+        description="A folder of extra profile files (*.toml) beside the shipped ones "
+        "(CRITIC_PROFILES_DIR).",
+    )
+    l1_max_tokens: int = Field(default=256, ge=64, le=32_768)
+    l2_max_tokens: int = Field(default=512, ge=64, le=32_768)
+    l3_max_tokens: int = Field(default=512, ge=64, le=32_768)
+    l1_budget_s: float = Field(default=60.0, gt=0, le=3600)
+    l2_budget_s: float = Field(default=90.0, gt=0, le=3600)
+    l3_budget_s: float = Field(default=180.0, gt=0, le=3600)

@@ -87,11 +87,31 @@ def _parse(api: Api, body: dict[str, Any]) -> ModelCall:
 
 
 def fit_schema(value: dict[str, Any], schema: dict[str, Any] | None) -> dict[str, Any]:
-    """Only the fields the caller's schema names, as a model in a strict mode answers."""
-    properties = schema.get("properties") if isinstance(schema, dict) else None
-    if not isinstance(properties, dict):
+    """Only the fields the caller's schema names, as a model in a strict mode answers; nested
+    objects (a critique's issues) too, following ``$ref`` into the schema's ``$defs``."""
+    if not isinstance(schema, dict):
         return value
-    return {k: v for k, v in value.items() if k in properties}
+    found = schema.get("$defs")
+    defs: dict[str, Any] = found if isinstance(found, dict) else {}
+    fitted = _fit(value, schema, defs)
+    return fitted if isinstance(fitted, dict) else value
+
+
+def _fit(value: Any, node: Any, defs: dict[str, Any]) -> Any:
+    if not isinstance(node, dict):
+        return value
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        return _fit(value, defs.get(ref.removeprefix("#/$defs/")), defs)
+    for option in node.get("anyOf") or []:
+        if isinstance(option, dict) and option.get("type") != "null":
+            return _fit(value, option, defs)
+    properties = node.get("properties")
+    if isinstance(value, dict) and isinstance(properties, dict):
+        return {k: _fit(v, properties[k], defs) for k, v in value.items() if k in properties}
+    if isinstance(value, list) and "items" in node:
+        return [_fit(v, node["items"], defs) for v in value]
+    return value
 
 
 def create_app(settings: FakeModelSettings | None = None) -> FastAPI:

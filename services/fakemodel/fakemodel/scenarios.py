@@ -416,6 +416,12 @@ def _actor_output(sections: PromptSections, stage: Stage) -> dict[str, Any]:
     }
 
 
+NO_ERROR_JUSTIFICATION = (
+    "Checked every part of the task against the candidate output: each requirement is "
+    "answered, nothing contradicts the task or itself, and no claim lacks support."
+)
+
+
 def _passing(confidence: float, reflection: str) -> dict[str, Any]:
     return {
         "verdict": "pass",
@@ -426,8 +432,40 @@ def _passing(confidence: float, reflection: str) -> dict[str, Any]:
     }
 
 
+def _record(verdict: dict[str, Any], error_type: str) -> dict[str, Any]:
+    """The reflection record of a critique with issues: each issue's error type, the span
+    again as ``original_text``, no replacement and the task as its evidence."""
+    issues = [
+        {
+            **issue,
+            "error_type": error_type,
+            "original_text": issue.get("quote"),
+            "corrected_text": None,
+            "evidence_source": "task",
+        }
+        for issue in verdict["issues"]
+    ]
+    return {**verdict, "issues": issues, "no_error_found": False, "justification": ""}
+
+
+ERROR_TYPES: dict[Scenario, str] = {
+    "primes": "inefficient_algorithm",
+    "code": "unhandled_edge_case",
+    "text": "other",
+    "bench": "other",
+}
+
+
+def reflection_record(sections: PromptSections, verdict: dict[str, Any]) -> dict[str, Any]:
+    """A verdict as a reflection record: issues with their error type and evidence, or
+    ``no_error_found`` with a justification."""
+    if not verdict["issues"]:
+        return {**verdict, "no_error_found": True, "justification": NO_ERROR_JUSTIFICATION}
+    scenario = detect_scenario(sections) if (sections.candidate_output or "").strip() else None
+    return _record(verdict, ERROR_TYPES[scenario] if scenario else "other")
+
+
 def critique(sections: PromptSections) -> dict[str, Any]:
-    """The Critic's structured verdict on ``<candidate_output>``."""
     candidate = sections.candidate_output or ""
     scenario = detect_scenario(sections)
     if not candidate.strip():
@@ -537,7 +575,7 @@ def critique(sections: PromptSections) -> dict[str, Any]:
 def structured_output(sections: PromptSections, stage: Stage) -> dict[str, Any]:
     """The built-in answer for ``stage``: a critique or an Actor output."""
     if stage == "critique":
-        verdict = critique(sections)
+        verdict = reflection_record(sections, critique(sections))
         return {
             **verdict,
             "binding_checks": binding_checks(sections, sections.candidate_output or ""),

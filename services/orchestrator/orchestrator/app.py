@@ -39,6 +39,9 @@ from orchestrator.evaluators.schema import SchemaRunner
 from orchestrator.events.hub import EventHub
 from orchestrator.events.listener import EventListener
 from orchestrator.events.router import router as events_router
+from orchestrator.knowledge.profiles import ProfileCatalog
+from orchestrator.knowledge.router import router as knowledge_router
+from orchestrator.knowledge.service import KnowledgeService
 from orchestrator.metrics import Metrics
 from orchestrator.peers.http import HttpActor, HttpCritic, HttpSandbox, Peer, peer_clients
 from orchestrator.reviews.expiry import ExpirySweeper
@@ -95,6 +98,7 @@ def create_app(
 ) -> FastAPI:
     """Build the Orchestrator. ``peer_transports`` lets tests reach peers in-process."""
     metrics = Metrics()
+    knowledge = KnowledgeService(settings.knowledge_min_score)
     hub = EventHub(safety_poll_s=settings.events_safety_poll_s)
     engine = create_db_engine(
         settings.database_url,
@@ -118,6 +122,11 @@ def create_app(
             with session_scope(engine) as session:
                 lock_startup(session)
                 TokenService().bootstrap_admin(session, settings.admin_token.get_secret_value())
+        if settings.knowledge_dir is not None:
+            with session_scope(engine) as session:
+                lock_startup(session)
+                loaded = knowledge.load_packs(session, settings.knowledge_dir)
+            log.info("knowledge packs loaded", entries=loaded)
         if cluster is not None:
             # First, and before DBOS launches and recovers this executor id's pending
             # workflows: claim the id, so no other live process uses it and the leader leaves
@@ -133,6 +142,7 @@ def create_app(
         ):
             transport = (peer_transports or {}).get(name)
             peers[name] = Peer(name, peer_clients(url, token, settings.peer_timeout_s, transport))
+        app.state.profiles = ProfileCatalog(peers["critic"].clients[0])
         evaluators: dict[str, Evaluator] = {
             "python_tests": PythonTestsEvaluator(HttpSandbox(peers["sandbox"])),
             "json_schema": JsonSchemaEvaluator(schema_runner),
@@ -250,6 +260,7 @@ def create_app(
     app.state.db = db
     app.state.principals = principals
     app.state.login_throttle = LoginThrottle()
+    app.state.knowledge = knowledge
     app.state.hub = hub
     app.state.metrics = metrics
     app.state.webhook_box = webhook_box
@@ -262,6 +273,7 @@ def create_app(
     app.include_router(stats_router)
     app.include_router(cluster_router)
     app.include_router(webhooks_router)
+    app.include_router(knowledge_router)
 
     protected = (("/metrics",) if settings.metrics_auth else ()) + (
         ("/docs", "/redoc", "/openapi.json") if settings.docs_auth else ()

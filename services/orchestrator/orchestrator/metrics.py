@@ -54,6 +54,12 @@ class Metrics:
             "Critic issues no longer raised in the next round (adoption = adopted / issues).",
             registry=self.registry,
         )
+        self.critiques = Counter(
+            "crosscheck_critiques",
+            "Critiques by profile, the depth that produced them and whether it degraded to L1.",
+            ["profile", "depth", "degraded"],
+            registry=self.registry,
+        )
         self.environment_retries = Counter(
             "crosscheck_environment_retries",
             "Retried peer calls (environment errors), which never cost a round.",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Self
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
@@ -34,6 +35,17 @@ class OrchestratorSettings(ServiceSettings):
     )
     critic_url: str = Field(
         default="http://127.0.0.1:8002", validation_alias=AliasChoices("CRITIC_URL", "critic_url")
+    )
+    knowledge_dir: Path | None = Field(
+        default=None,
+        description="A folder of knowledge packs (*.toml) loaded at start "
+        "(ORCHESTRATOR_KNOWLEDGE_DIR).",
+    )
+    knowledge_min_score: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="Knowledge entries scoring below this are not given to the Critic "
+        "(SQLite: BM25; Postgres: ts_rank_cd).",
     )
     sandbox_url: str = Field(
         default="http://127.0.0.1:8003",

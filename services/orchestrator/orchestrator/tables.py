@@ -286,3 +286,22 @@ class WebhookDelivery(SQLModel, table=True):
     queued_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())  # budget start
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
     delivered_at: datetime | None = Field(default=None, sa_type=UTCDateTime())
+
+
+class KnowledgeEntry(SQLModel, table=True):
+    """A hand-written piece of domain knowledge the Critic gets when a task is about it: a
+    rule anchor, a logic pitfall, a step of an evidence hierarchy, or a reviewer's lesson."""
+
+    __tablename__ = "knowledge_entries"
+
+    id: str = Field(primary_key=True, max_length=200)
+    kind: str = Field(index=True, max_length=32)
+    title: str = Field(max_length=200)
+    body: str
+    profiles: list[str] = Field(default_factory=list, sa_column=sa.Column(sa.JSON, nullable=False))
+    weight: float = 1.0
+    pack: str = Field(default="api", index=True, max_length=100)
+    author: str = Field(default="", max_length=200)
+    retired: bool = False
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())

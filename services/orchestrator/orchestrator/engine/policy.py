@@ -125,6 +125,22 @@ def needs_review_before_critique(policy: Policy, round: int) -> bool:
     )
 
 
+def degraded_pass(critique: dict[str, Any]) -> Stop | None:
+    """A critique that fell back to L1 never passes a high-risk profile on its own: the run
+    escalates and a person decides (approving it is one click)."""
+    if not critique.get("degraded") or critique.get("risk") != "high":
+        return None
+    return Stop(
+        RunStatus.escalated,
+        StopReason.degraded_critique,
+        error_class="environment",
+        detail=f"the critic passed this version at L1 after its "
+        f"{critique.get('requested_depth') or 'requested'} critique failed "
+        f"({str(critique.get('degraded_reason') or 'no reason given')[:300]}); profile "
+        f"{critique.get('profile')!r} is high-risk, so a person decides",
+    )
+
+
 def after_critique(
     policy: Policy,
     *,
@@ -160,7 +176,9 @@ def after_critique(
     if unmet_points:
         return over_budget(policy, critique["run_tokens"], critique["run_cost"])
     if verdict == "pass" and evaluation_passed is not False:
-        return Stop(RunStatus.succeeded, StopReason.critic_pass, error_class="none")
+        return degraded_pass(critique) or Stop(
+            RunStatus.succeeded, StopReason.critic_pass, error_class="none"
+        )
     if previous_signature is not None and critique["signature"] == previous_signature:
         return Stop(
             RunStatus.escalated,

@@ -34,6 +34,7 @@ from orchestrator.engine.policy import (
 from orchestrator.engine.runtime import Runtime, current
 from orchestrator.evaluators.base import EvaluationJob, Evaluator
 from orchestrator.events.repository import append_event
+from orchestrator.knowledge.service import KnowledgeService, profile_for
 from orchestrator.peers.errors import PeerUnavailable
 from orchestrator.reviews import lessons
 from orchestrator.tables import (
@@ -463,6 +464,7 @@ async def critique(
             else None
         )
         human = store.reflections(session, run_id, source="human")
+        policy = Policy.model_validate(run.policy)
         request = CritiqueRequest(
             task=run.task,
             kind=TaskKind(run.kind),
@@ -471,6 +473,11 @@ async def critique(
             evaluation=evaluation,
             reflections=_reflections(human),
             binding_points=run.binding_points or [],
+            profile=policy.profile,
+            depth=policy.depth,
+            knowledge=KnowledgeService(rt.settings.knowledge_min_score).relevant(
+                session, run.task, profile_for(policy.profile, TaskKind(run.kind))
+            ),
         )
         issues = (previous.critique or {}).get("issues", []) if previous else []
         return request, list(issues)
@@ -483,6 +490,7 @@ async def critique(
     key = f"{run_id}:{round}:critic"
     result = await with_retries(rt, "critic", lambda: rt.critic.critique(request, key=key))
     rt.metrics.stage_latency.labels("critique").observe(time.perf_counter() - started)
+    rt.metrics.critiques.labels(result.profile, result.depth, str(result.degraded).lower()).inc()
     doc = result.model_dump(mode="json", exclude={"usage", "exchanges"})
     signature = critique_signature(doc)
     adoption: float | None = None

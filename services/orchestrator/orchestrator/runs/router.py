@@ -138,6 +138,8 @@ async def create_run(
     if body.json_schema is not None:
         # Refused here (422 naming the problem), not found out later by the running workflow.
         await asyncio.to_thread(check_schema, body.json_schema)
+    if body.policy.profile is not None:
+        await request.app.state.profiles.require(body.policy.profile, body.kind)
     try:
         run, created = await db.run(lambda s: service.create(s, caller, body, idempotency_key))
     except IntegrityError:

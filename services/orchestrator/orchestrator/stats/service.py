@@ -19,15 +19,31 @@ from sqlmodel import Session, col, select
 from orchestrator.tables import ModelCall, ReviewItem, Round, Run, utcnow
 from shared.errors import BadRequest
 from shared.orchestration import (
+    ADOPTION_BAND,
     FINAL_STATUSES,
     AgreementStats,
     ProviderStats,
     ReviewStatus,
     RoundsBucket,
     StatsPublic,
+    StopReason,
 )
 
 MAX_CALLS = 100_000
+# A run stopped for one of these by design before its last version was critiqued.
+NO_CRITIQUE_DUE = frozenset(
+    r.value
+    for r in (
+        StopReason.evaluator_pass,
+        StopReason.duplicate_output,
+        StopReason.converged,
+        StopReason.output_shrank,
+        StopReason.budget_exceeded,
+        StopReason.cancelled,
+        StopReason.review_approved,
+        StopReason.review_rejected,
+    )
+)
 _STREAM = {"yield_per": 1000}
 
 
@@ -169,14 +185,20 @@ class StatsService:
             tally[1] += int(bool(agreed))
         decided.close()
 
+        reflection = self._reflection(session, recent)
+        adoption = round(float(mean), 6) if samples else None
         return StatsPublic(
+            **reflection,
+            adoption_in_band=None
+            if adoption is None
+            else ADOPTION_BAND[0] <= adoption <= ADOPTION_BAND[1],
             since=since,
             generated_at=utcnow(),
             runs_total=sum(by_status.values()),
             runs_by_status=dict(sorted(by_status.items())),
             runs_by_stop_reason=dict(sorted(by_stop.items())),
             rounds_per_run=buckets,
-            adoption_rate=round(float(mean), 6) if samples else None,
+            adoption_rate=adoption,
             adoption_rounds=int(samples),
             model_calls=calls,
             model_calls_truncated=truncated,
@@ -195,3 +217,44 @@ class StatsService:
                 for (provider, profile), (total, agreed) in sorted(agreement.items())
             ],
         )
+
+    @staticmethod
+    def _reflection(session: Session, recent: list[Any]) -> dict[str, Any]:
+        """Trigger and degraded-critique rates, folded over the rounds of the period's runs.
+
+        A version is due a critique unless it is the last version of a finished run that a
+        rule ended before the critique by design (``NO_CRITIQUE_DUE``); a version of a run
+        still going (no stop reason yet) counts once its critique is in.
+        """
+        versions = critiqued = critiques = degraded = 0
+        by_depth: dict[str, int] = {}
+        rows = session.exec(
+            select(Round.number, Round.critique, Run.stop_reason, Run.rounds)
+            .join(Run, col(Run.id) == col(Round.run_id))
+            .where(*recent),
+            execution_options=_STREAM,
+        )
+        for number, critique, stop_reason, last in rows:
+            if critique is not None:
+                critiques += 1
+                degraded += int(bool(critique.get("degraded")))
+                depth = str(critique.get("depth") or "unknown")
+                by_depth[depth] = by_depth.get(depth, 0) + 1
+            if stop_reason is None:  # still going (or waiting for a person)
+                versions += int(critique is not None)
+                critiqued += int(critique is not None)
+                continue
+            if critique is None and number == last and stop_reason in NO_CRITIQUE_DUE:
+                continue
+            versions += 1
+            critiqued += int(critique is not None)
+        rows.close()
+        return {
+            "versions": versions,
+            "versions_critiqued": critiqued,
+            "trigger_rate": round(critiqued / versions, 6) if versions else None,
+            "critiques": critiques,
+            "critiques_degraded": degraded,
+            "degraded_rate": round(degraded / critiques, 6) if critiques else None,
+            "critiques_by_depth": dict(sorted(by_depth.items())),
+        }

@@ -1,0 +1,88 @@
+"""Knowledge API: admins write entries, reviewers (and services) read and search them."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, status
+
+from orchestrator.db import Database
+from orchestrator.deps import Admin, Reader, SessionDep
+from orchestrator.knowledge.schemas import (
+    KnowledgeCreate,
+    KnowledgeMatch,
+    KnowledgePublic,
+    KnowledgeUpdate,
+)
+from orchestrator.knowledge.service import KnowledgeService, public
+from shared.contracts import KnowledgeKind, ProfileName
+
+router = APIRouter(prefix="/v1/knowledge", tags=["knowledge"])
+
+
+def _service(request: Request) -> KnowledgeService:
+    service: KnowledgeService = request.app.state.knowledge
+    return service
+
+
+@router.post("", response_model=KnowledgePublic, status_code=status.HTTP_201_CREATED)
+async def create_entry(body: KnowledgeCreate, caller: Admin, request: Request) -> KnowledgePublic:
+    """Add an entry (admin): a rule anchor, a logic pitfall, an evidence weight or a lesson."""
+    db: Database = request.app.state.db
+    service = _service(request)
+    return await db.run(lambda s: service.create(s, body, caller.name))
+
+
+@router.get("", response_model=list[KnowledgePublic])
+def list_entries(
+    caller: Reader,
+    session: SessionDep,
+    request: Request,
+    kind: KnowledgeKind | None = None,
+    profile: ProfileName | None = None,
+    include_retired: bool = False,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+) -> list[KnowledgePublic]:
+    """Entries, newest first; ``profile`` keeps those for that profile (and for every one)."""
+    return _service(request).listed(
+        session, kind=kind, profile=profile, include_retired=include_retired, limit=limit
+    )
+
+
+@router.get("/search", response_model=list[KnowledgeMatch])
+def search_entries(
+    caller: Reader,
+    session: SessionDep,
+    request: Request,
+    q: Annotated[str, Query(min_length=1, max_length=20_000)],
+    profile: ProfileName | None = None,
+) -> list[KnowledgeMatch]:
+    """What the Critic would receive for a task with this text: the top entries above the
+    score threshold, best first, with their scores."""
+    return _service(request).search(session, q, profile)
+
+
+@router.get("/{entry_id}", response_model=KnowledgePublic)
+def get_entry(
+    entry_id: str, caller: Reader, session: SessionDep, request: Request
+) -> KnowledgePublic:
+    return public(_service(request).load(session, entry_id))
+
+
+@router.patch("/{entry_id}", response_model=KnowledgePublic)
+async def update_entry(
+    entry_id: str, body: KnowledgeUpdate, caller: Admin, request: Request
+) -> KnowledgePublic:
+    """Change an entry (admin); only the fields sent change."""
+    db: Database = request.app.state.db
+    service = _service(request)
+    return await db.run(lambda s: service.update(s, entry_id, body))
+
+
+@router.delete("/{entry_id}", response_model=KnowledgePublic)
+async def retire_entry(entry_id: str, caller: Admin, request: Request) -> KnowledgePublic:
+    """Retire an entry (admin): no new critique receives it; critiques that did keep its id
+    (``PATCH`` with ``retired: false`` brings it back)."""
+    db: Database = request.app.state.db
+    service = _service(request)
+    return await db.run(lambda s: service.retire(s, entry_id))

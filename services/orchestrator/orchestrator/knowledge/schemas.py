@@ -1,0 +1,87 @@
+"""Knowledge API DTOs: what an admin writes and what a reader sees."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import Field, StringConstraints, model_validator
+
+from shared.contracts import MAX_REFLECTION_CHARS, KnowledgeKind, ProfileName, WireModel
+
+Title = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+Body = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_REFLECTION_CHARS)
+]
+Key = Annotated[
+    str, StringConstraints(min_length=1, max_length=80, pattern=r"^[a-z0-9][a-z0-9_.-]*$")
+]
+Profiles = Annotated[list[ProfileName], Field(max_length=20)]
+Weight = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class KnowledgeCreate(WireModel):
+    kind: KnowledgeKind
+    title: Title
+    body: Body
+    profiles: Profiles = Field(
+        default=[], description="The critic profiles it applies to; empty: every profile."
+    )
+    weight: Weight = Field(
+        default=1.0, description="How far evidence of this kind can be trusted (0 to 1)."
+    )
+
+
+class KnowledgeUpdate(WireModel):
+    """Only the fields sent change; ``retired: false`` brings an entry back."""
+
+    kind: KnowledgeKind | None = None
+    title: Title | None = None
+    body: Body | None = None
+    profiles: Profiles | None = None
+    weight: Weight | None = None
+    retired: bool | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> KnowledgeUpdate:
+        if not self.model_fields_set:
+            raise ValueError("send at least one field to change")
+        for name in ("kind", "title", "body", "profiles", "weight", "retired"):
+            if name in self.model_fields_set and getattr(self, name) is None:
+                raise ValueError(f"{name} cannot be null")
+        return self
+
+
+class KnowledgePublic(WireModel):
+    id: str
+    kind: KnowledgeKind
+    title: str
+    body: str
+    profiles: list[str]
+    weight: float
+    pack: str = Field(description="The pack file it came from, or `api`.")
+    author: str
+    retired: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+class KnowledgeMatch(WireModel):
+    entry: KnowledgePublic
+    score: float = Field(description="Text-index relevance (higher is closer; scale per database).")
+
+
+class PackEntry(WireModel):
+    """One entry of a pack file; its id is ``<pack>.<key>``."""
+
+    key: Key
+    kind: KnowledgeKind
+    title: Title
+    body: Body
+    profiles: Profiles = []
+    weight: Weight = 1.0
+
+
+class PackFile(WireModel):
+    pack: Key
+    entries: Annotated[list[PackEntry], Field(min_length=1, max_length=1000)]

@@ -1,0 +1,189 @@
+"""Depths L1 / L2 / L3 / auto: each its own prompt, output-token cap and latency budget; a
+depth that times out or fails once degrades to L1 for that call."""
+
+import pytest
+
+from tests.critic.conftest import issue, scripted
+from tests.support.fakemodel import user_text
+
+OUTPUT = "Take 500 g of paracetamol every hour."
+WRONG = issue(
+    quote="500 g",
+    error_type="dosage_unit",
+    corrected_text="500 mg",
+    evidence_source="task",
+    suggestion="The dose unit is grams; paracetamol is dosed in milligrams.",
+)
+PROMPT_MARKS = {
+    "L1": "Depth L1, consistency",
+    "L2": "Depth L2, evidence",
+    "L3": "Depth L3, counterfactual",
+}
+
+
+def body(**extra) -> dict:
+    return {"task": "How much paracetamol may an adult take?", "output": OUTPUT, **extra}
+
+
+class TestEachDepth:
+    @pytest.mark.parametrize(("depth", "cap"), [("L1", 256), ("L2", 512), ("L3", 512)])
+    async def test_prompt_cap_and_fields(self, critic, fake_model, depth, cap):
+        response = await critic.post("/v1/critique", json=body(depth=depth, profile="medical"))
+        assert response.status_code == 200, response.text
+        result = response.json()
+        assert (result["depth"], result["requested_depth"]) == (depth, depth)
+        assert result["degraded"] is False
+        assert result["degraded_reason"] is None
+        calls = fake_model.requests()
+        for call in calls:
+            system = call["body"]["system"]
+            assert PROMPT_MARKS[depth] in system
+            assert [mark for mark in PROMPT_MARKS.values() if mark in system] == [
+                PROMPT_MARKS[depth]
+            ]
+            assert call["body"]["max_tokens"] == cap
+        assert result["rounds"] == len(calls)
+
+    async def test_the_cap_never_exceeds_the_service_cap(self, critic_with, fake_model):
+        async with critic_with(max_output_tokens=300) as client:
+            await client.post("/v1/critique", json=body(depth="L2"))
+        assert fake_model.requests()[0]["body"]["max_tokens"] == 300
+
+    async def test_caps_are_settings(self, critic_with, fake_model):
+        async with critic_with(l1_max_tokens=128) as client:
+            await client.post("/v1/critique", json=body(depth="L1"))
+        assert fake_model.requests()[0]["body"]["max_tokens"] == 128
+
+    async def test_the_profile_gives_the_default_depth(self, critic):
+        depths = {}
+        for profile in ("general", "legal", "medical"):
+            response = await critic.post("/v1/critique", json=body(profile=profile))
+            depths[profile] = response.json()["depth"]
+        assert depths == {"general": "L1", "legal": "L2", "medical": "L3"}
+
+    async def test_l2_asks_every_issue_for_its_evidence(self, critic, fake_model):
+        unsourced = scripted(issues=[issue(evidence_source=None)])
+        fake_model.script(
+            {"stage": "critique", "response": unsourced},
+            {"stage": "critique", "response": scripted(issues=[issue()])},
+        )
+        response = await critic.post("/v1/critique", json=body(depth="L2"))
+        assert response.json()["issues"][0]["evidence_source"] == "task"
+        assert "issue 0 names no `evidence_source`" in user_text(fake_model.requests()[1])
+
+    async def test_l1_does_not_require_evidence(self, critic, fake_model):
+        fake_model.script(
+            {"stage": "critique", "response": scripted(issues=[issue(evidence_source=None)])}
+        )
+        response = await critic.post("/v1/critique", json=body(depth="L1"))
+        assert response.json()["issues"][0]["evidence_source"] is None
+        assert len(fake_model.requests()) == 1
+
+
+class TestCounterfactual:
+    async def test_l3_re_tests_its_issues_in_a_second_round(self, critic, fake_model):
+        fake_model.script(
+            {"stage": "critique", "response": scripted(issues=[WRONG])},
+            {"stage": "critique", "response": scripted(issues=[WRONG], confidence=0.9)},
+        )
+        response = await critic.post("/v1/critique", json=body(depth="L3", profile="medical"))
+        result = response.json()
+        first, second = fake_model.requests()
+        assert "<counterfactual_review>" not in user_text(first)
+        review = user_text(second)
+        assert "<counterfactual_review>" in review
+        assert "1. [dosage_unit] The dose unit is grams" in review
+        assert '(on: "500 g")' in review
+        assert result["rounds"] == 2
+        assert result["confidence"] == 0.9
+        usage_in = sum(c["response"]["usage"]["input_tokens"] for c in (first, second))
+        assert result["usage"]["input_tokens"] == usage_in
+
+    async def test_the_second_round_may_withdraw_every_issue(self, critic, fake_model):
+        fake_model.script(
+            {"stage": "critique", "response": scripted(issues=[WRONG])},
+            {"stage": "critique", "response": scripted(verdict="pass", error_class="none")},
+        )
+        response = await critic.post("/v1/critique", json=body(depth="L3", profile="medical"))
+        result = response.json()
+        assert (result["verdict"], result["no_error_found"], result["rounds"]) == ("pass", True, 2)
+
+    async def test_l3_without_issues_stops_after_one_round(self, critic, fake_model):
+        fake_model.script({"stage": "critique", "response": scripted(verdict="pass")})
+        result = (await critic.post("/v1/critique", json=body(depth="L3"))).json()
+        assert result["rounds"] == 1
+        assert len(fake_model.requests()) == 1
+
+
+class TestAuto:
+    @pytest.mark.parametrize(
+        ("profile", "budget", "expected"),
+        [
+            ("general", None, "L1"),
+            ("support", None, "L2"),
+            ("medical", None, "L3"),
+            ("medical", 100.0, "L2"),  # L3's budget (180 s) does not fit
+            ("medical", 10.0, "L1"),
+            ("legal", 1000.0, "L3"),
+        ],
+    )
+    async def test_auto_follows_risk_then_the_latency_budget(
+        self, critic, profile, budget, expected
+    ):
+        extra = {"latency_budget_s": budget} if budget else {}
+        response = await critic.post(
+            "/v1/critique", json=body(depth="auto", profile=profile, **extra)
+        )
+        result = response.json()
+        assert (result["requested_depth"], result["depth"]) == ("auto", expected)
+
+    async def test_a_bad_depth_is_a_422(self, critic):
+        response = await critic.post("/v1/critique", json=body(depth="L4"))
+        assert response.status_code == 422
+        assert response.json()["detail"][0]["loc"] == ["body", "depth"]
+
+
+class TestDegrade:
+    async def test_a_timed_out_l2_degrades_to_l1(self, critic_with, fake_model):
+        fake_model.faults({"delay_s": 3.0, "stage": "critique"})
+        async with critic_with(l2_budget_s=0.5) as client:
+            response = await client.post("/v1/critique", json=body(depth="L2", profile="legal"))
+        assert response.status_code == 200, response.text
+        result = response.json()
+        assert result["degraded"] is True
+        assert (result["requested_depth"], result["depth"]) == ("L2", "L1")
+        assert "0.5 s budget" in result["degraded_reason"]
+        cut_off, fallback = fake_model.requests()
+        assert PROMPT_MARKS["L2"] in cut_off["body"]["system"]
+        assert PROMPT_MARKS["L1"] in fallback["body"]["system"]
+        assert fallback["body"]["max_tokens"] == 256
+        assert result["risk"] == "high"
+
+    async def test_an_l2_that_keeps_answering_garbage_degrades_to_l1(self, critic, fake_model):
+        fake_model.faults(
+            {"malformed": True, "stage": "critique"}, {"malformed": True, "stage": "critique"}
+        )
+        response = await critic.post("/v1/critique", json=body(depth="L2"))
+        result = response.json()
+        assert response.status_code == 200, response.text
+        assert result["degraded"] is True
+        assert result["degraded_reason"].startswith("InvalidModelOutput")
+        assert len(fake_model.requests()) == 3
+
+    async def test_a_timed_out_l1_is_a_504_not_a_retry(self, critic_with, fake_model):
+        fake_model.faults({"delay_s": 3.0, "stage": "critique"})
+        async with critic_with(l1_budget_s=0.5) as client:
+            response = await client.post("/v1/critique", json=body(depth="L1"))
+        assert response.status_code == 504
+        assert response.json()["error"] == "UpstreamTimeout"
+        assert "depth L1 took longer than its 0.5 s budget" in response.json()["detail"]
+        assert len(fake_model.requests()) == 1
+
+    async def test_a_degraded_l1_that_fails_too_is_the_l1_error(self, critic_with, fake_model):
+        fake_model.faults(
+            {"delay_s": 3.0, "stage": "critique"}, {"delay_s": 3.0, "stage": "critique"}
+        )
+        async with critic_with(l2_budget_s=0.3, l1_budget_s=0.3) as client:
+            response = await client.post("/v1/critique", json=body(depth="L2"))
+        assert response.status_code == 504
+        assert "depth L1" in response.json()["detail"]

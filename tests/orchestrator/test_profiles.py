@@ -1,0 +1,113 @@
+"""A run's ``policy.profile`` and ``policy.depth`` reach the Critic; an unknown profile is a
+422 at creation; a degraded critique never passes a high-risk profile on its own."""
+
+import pytest
+
+from tests.critic.conftest import JUSTIFICATION
+from tests.orchestrator.conftest import start, wait_for
+
+PASS = {
+    "verdict": "pass",
+    "confidence": 0.9,
+    "issues": [],
+    "reflection": "Nothing to change.",
+    "error_class": "none",
+    "no_error_found": True,
+    "justification": JUSTIFICATION,
+}
+
+
+@pytest.fixture
+def peer_overrides():
+    return {
+        "actor": {"model_max_attempts": 2},
+        "critic": {"model_max_attempts": 2, "l2_budget_s": 0.5},
+    }
+
+
+class TestChoosing:
+    async def test_an_unknown_profile_is_a_422_and_no_run(self, api, fake_model):
+        response = await api.post(
+            "/v1/runs", json={"task": "Explain tides.", "policy": {"profile": "astrology"}}
+        )
+        assert response.status_code == 422, response.text
+        assert response.json()["error"] == "UnknownProfile"
+        assert (
+            "no profile 'astrology'; known: code, general, legal, medical, support"
+            in (response.json()["detail"])
+        )
+        assert (await api.get("/v1/runs")).json()["items"] == []
+        assert fake_model.requests() == []
+
+    async def test_a_text_profile_for_code_is_a_422(self, api):
+        response = await api.post(
+            "/v1/runs",
+            json={"task": "Write f.", "kind": "code", "policy": {"profile": "medical"}},
+        )
+        assert response.status_code == 422
+        assert "'medical' judges text tasks, not code" in response.json()["detail"]
+
+    async def test_a_bad_depth_is_a_422_on_the_field(self, api):
+        response = await api.post("/v1/runs", json={"task": "t", "policy": {"depth": "deep"}})
+        assert response.status_code == 422
+        assert response.json()["detail"][0]["loc"][-1] == "depth"
+
+    async def test_profile_and_depth_reach_the_critic_and_the_record(self, api, fake_model):
+        run_id = await start(
+            api,
+            task="May a landlord keep the deposit?",
+            policy={"profile": "legal", "depth": "L2", "max_rounds": 1},
+        )
+        run = await wait_for(api, run_id)
+        assert run["policy"]["profile"] == "legal"
+        critique = run["rounds"][0]["critique"]
+        assert (critique["profile"], critique["depth"], critique["degraded"]) == (
+            "legal",
+            "L2",
+            False,
+        )
+        [call] = [c for c in fake_model.requests() if c["stage"] == "critique"]
+        assert "senior legal reviewer" in call["body"]["system"]
+        assert "Depth L2, evidence" in call["body"]["system"]
+        assert call["body"]["max_tokens"] == 512
+
+    async def test_without_a_profile_the_kind_decides(self, api):
+        run = await wait_for(api, await start(api, task="Explain tides.", policy={"max_rounds": 1}))
+        critique = run["rounds"][0]["critique"]
+        assert (critique["profile"], critique["depth"]) == ("general", "L1")
+
+
+class TestDegraded:
+    async def test_a_degraded_pass_on_a_high_risk_profile_escalates(self, api, fake_model):
+        fake_model.faults({"delay_s": 3.0, "stage": "critique"})
+        fake_model.script(
+            {"stage": "critique", "response": PASS}, {"stage": "critique", "response": PASS}
+        )
+        run_id = await start(
+            api, task="May a landlord keep the deposit?", policy={"profile": "legal"}
+        )
+        run = await wait_for(api, run_id)
+        assert run["status"] == "escalated"
+        assert run["stop_reason"] == "degraded_critique"
+        assert "profile 'legal' is high-risk, so a person decides" in run["detail"]
+        critique = run["rounds"][0]["critique"]
+        assert critique["verdict"] == "pass"
+        assert (critique["degraded"], critique["depth"], critique["requested_depth"]) == (
+            True,
+            "L1",
+            "L2",
+        )
+        reviews = (await api.get("/v1/reviews", params={"run_id": run_id})).json()
+        assert [r["kind"] for r in reviews["items"]] == ["escalation"]
+
+    async def test_a_degraded_pass_on_a_low_risk_profile_passes(self, api, fake_model):
+        fake_model.faults({"delay_s": 3.0, "stage": "critique"})
+        fake_model.script(
+            {"stage": "critique", "response": PASS}, {"stage": "critique", "response": PASS}
+        )
+        run_id = await start(
+            api, task="Explain tides.", policy={"profile": "general", "depth": "L2"}
+        )
+        run = await wait_for(api, run_id)
+        assert (run["status"], run["stop_reason"]) == ("succeeded", "critic_pass")
+        assert run["rounds"][0]["critique"]["degraded"] is True
