@@ -8,6 +8,7 @@ import sqlalchemy as sa
 from sqlmodel import Session, select
 
 from orchestrator.tables import Event, table_of
+from shared.errors import BadRequest
 from shared.orchestration import EventPublic
 
 # Postgres hands out sequence numbers before commit; without this lock a reader could see
@@ -37,24 +38,89 @@ _EVENTS = table_of(Event)
 _AFTER = sa.select(
     _EVENTS.c.seq, _EVENTS.c.run_id, _EVENTS.c.type, _EVENTS.c.data, _EVENTS.c.created_at
 ).where(_EVENTS.c.seq > sa.bindparam("since"))
-_AFTER_ALL = _AFTER.order_by(_EVENTS.c.seq).limit(sa.bindparam("limit"))
-_AFTER_RUN = (
-    _AFTER.where(_EVENTS.c.run_id == sa.bindparam("run_id"))
+_OF_RUN = _EVENTS.c.run_id == sa.bindparam("run_id")
+_OF_TYPES = _EVENTS.c.type.in_(sa.bindparam("types", expanding=True))
+# One prebuilt statement per filter combination: (run_id given, types given).
+_QUERIES = {
+    (with_run, with_types): _AFTER.where(
+        *([_OF_RUN] if with_run else []), *([_OF_TYPES] if with_types else [])
+    )
     .order_by(_EVENTS.c.seq)
     .limit(sa.bindparam("limit"))
-)
+    for with_run in (False, True)
+    for with_types in (False, True)
+}
+MAX_TYPES = 20
+
+
+def parse_types(value: str | None) -> list[str] | None:
+    """``run.finished,run.status`` as a list; None (every type) for an empty value."""
+    if value is None:
+        return None
+    types = sorted({t.strip() for t in value.split(",") if t.strip()})
+    if not types:
+        return None
+    if len(types) > MAX_TYPES:
+        raise BadRequest(f"type: at most {MAX_TYPES} event types")
+    return types
 
 
 def events_after(
-    session: Session, *, since: int, run_id: str | None = None, limit: int = 500
+    session: Session,
+    *,
+    since: int,
+    run_id: str | None = None,
+    types: list[str] | None = None,
+    limit: int = 500,
 ) -> list[EventPublic]:
-    """Events after ``since``, oldest first. A Core read: every websocket wake-up runs it."""
+    """Events after ``since``, oldest first, of one run and of the given types when asked.
+    A Core read: every websocket wake-up runs it, so a client that needs one event type
+    has the others filtered in SQL instead of serialised, sent and parsed."""
     params: dict[str, Any] = {"since": since, "limit": limit}
-    query = _AFTER_ALL
     if run_id is not None:
-        query, params = _AFTER_RUN, {**params, "run_id": run_id}
+        params["run_id"] = run_id
+    if types:
+        params["types"] = types
+    query = _QUERIES[(run_id is not None, bool(types))]
     rows = session.connection().execute(query, params)
     return [EventPublic(**row._asdict()) for row in rows]
+
+
+_NEWEST = _EVENTS.c.seq == sa.select(sa.func.max(_EVENTS.c.seq)).scalar_subquery()
+_FOLLOW = {
+    with_run: _AFTER.where(sa.or_(sa.and_(_OF_TYPES, *([_OF_RUN] if with_run else [])), _NEWEST))
+    .order_by(_EVENTS.c.seq)
+    .limit(sa.bindparam("limit"))
+    for with_run in (False, True)
+}
+
+
+def follow_types(
+    session: Session,
+    *,
+    since: int,
+    types: list[str],
+    run_id: str | None = None,
+    limit: int = 500,
+) -> tuple[list[EventPublic], int, bool]:
+    """For a live feed of a few event types: the matching events after ``since``, the
+    sequence number read up to, and whether more may follow at once (a full batch).
+
+    One statement (one snapshot) also returns the newest event whatever its type, so the
+    feed moves past the events it skipped instead of scanning them again on every wake-up.
+    """
+    params: dict[str, Any] = {"since": since, "limit": limit, "types": types}
+    if run_id is not None:
+        params["run_id"] = run_id
+    rows = list(session.connection().execute(_FOLLOW[run_id is not None], params))
+    wanted = set(types)
+    events = [
+        EventPublic(**row._asdict())
+        for row in rows
+        if row.type in wanted and (run_id is None or row.run_id == run_id)
+    ]
+    upto = rows[-1].seq if rows else since
+    return events, upto, len(rows) >= limit
 
 
 def last_seq(session: Session) -> int:
