@@ -86,12 +86,18 @@ def events_after(
     return [EventPublic(**row._asdict()) for row in rows]
 
 
-_NEWEST = _EVENTS.c.seq == sa.select(sa.func.max(_EVENTS.c.seq)).scalar_subquery()
+_NEWEST_SEQ = sa.select(sa.func.max(_EVENTS.c.seq))
+_OF_TYPE = _EVENTS.c.type == sa.bindparam("type")
+_UPTO = _EVENTS.c.seq <= sa.bindparam("upto")
+# (run_id given, one type or several)
 _FOLLOW = {
-    with_run: _AFTER.where(sa.or_(sa.and_(_OF_TYPES, *([_OF_RUN] if with_run else [])), _NEWEST))
+    (with_run, one): _AFTER.where(
+        _UPTO, _OF_TYPE if one else _OF_TYPES, *([_OF_RUN] if with_run else [])
+    )
     .order_by(_EVENTS.c.seq)
     .limit(sa.bindparam("limit"))
     for with_run in (False, True)
+    for one in (False, True)
 }
 
 
@@ -106,23 +112,24 @@ def follow_types(
     """For a live feed of a few event types: the matching events after ``since``, the
     sequence number read up to, and whether more may follow at once (a full batch).
 
-    One statement (one snapshot) also returns the newest event whatever its type, so the
-    feed moves past the events it skipped instead of scanning them again on every wake-up.
+    The newest sequence number is read first and the feed moves past it, so the events of
+    other types are skipped once instead of scanned again on every wake-up. Appends hold
+    the event lock until they commit, so every event up to that number is already visible.
     """
-    params: dict[str, Any] = {"since": since, "limit": limit, "types": types}
+    conn = session.connection()
+    newest = conn.execute(_NEWEST_SEQ).scalar()
+    if newest is None or newest <= since:
+        return [], since, False
+    params: dict[str, Any] = {"since": since, "upto": newest, "limit": limit}
+    one = len(types) == 1
+    if one:
+        params["type"] = types[0]
+    else:
+        params["types"] = types
     if run_id is not None:
         params["run_id"] = run_id
-    rows = list(session.connection().execute(_FOLLOW[run_id is not None], params))
-    wanted = set(types)
-    events = [
-        EventPublic(**row._asdict())
-        for row in rows
-        if row.type in wanted and (run_id is None or row.run_id == run_id)
-    ]
-    upto = rows[-1].seq if rows else since
-    return events, upto, len(rows) >= limit
-
-
-def last_seq(session: Session) -> int:
-    value = session.exec(select(sa.func.max(Event.seq))).one()
-    return int(value or 0)
+    rows = list(conn.execute(_FOLLOW[(run_id is not None, one)], params))
+    events = [EventPublic(**row._asdict()) for row in rows]
+    if len(rows) >= limit:
+        return events, rows[-1].seq, True
+    return events, int(newest), False
