@@ -95,7 +95,7 @@ async def test_at_warning_no_access_line_yet_the_request_id_is_echoed_and_bound(
 
     warn = get_logger("test.route")
 
-    @app.get("/warn")
+    @app.get("/warn")  # type: ignore[untyped-decorator]
     async def warns() -> dict[str, str]:
         warn.info("below the level")
         warn.warning("worth a line")

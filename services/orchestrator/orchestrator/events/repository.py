@@ -133,3 +133,8 @@ def follow_types(
     if len(rows) >= limit:
         return events, rows[-1].seq, True
     return events, int(newest), False
+
+
+def last_seq(session: Session) -> int:
+    value = session.exec(select(sa.func.max(Event.seq))).one()
+    return int(value or 0)
