@@ -119,9 +119,10 @@ def main() -> None:
     if args.summarise:
         print(summarise(Path(args.summarise), args.top))  # noqa: T201
         return
-    py_spy = shutil.which("py-spy")
-    if py_spy is None:
+    found = shutil.which("py-spy")
+    if found is None:
         raise SystemExit("py-spy not found: `uv tool install py-spy`")
+    py_spy: str = found
 
     with tempfile.TemporaryDirectory(prefix="crosscheck-profile-") as tmp:
         raw = Path(args.out or Path(tmp) / "orchestrator.txt")
