@@ -27,8 +27,8 @@ and a fresh database. Prints one JSON line per sample and per median, then a mar
 
   uv run --frozen --group bench python -m bench.peers             # 200 seq, 1000 conc, 3x
   uv run --frozen --group bench python -m bench.peers --runs 20 --concurrency 100 --repeats 1
-  ... --database-url postgresql://postgres@127.0.0.1:5432/postgres  # X on Postgres (a fresh
-                                                                   # database per sample)
+  ... --postgres-url postgresql://postgres@127.0.0.1:5432/postgres  # + X on Postgres (xpg),
+                                                                   # a fresh database per sample
 LangGraph comes from the root project's ``bench`` dependency group (``make bench``).
 """
 
@@ -60,11 +60,12 @@ DEMO_MODEL = "scripted-demo"  # what Crosscheck's services send when the demo mo
 MAX_TOKENS = 4096  # Crosscheck's max_output_tokens default
 ACTOR_TEMPERATURE = {"draft": 0.7, "revise": 0.4}  # the Actor's defaults
 CRITIC_TEMPERATURE = 0.2  # the Critic's default
-SYSTEMS = ("p1", "p2", "x")
+SYSTEMS = ("p1", "p2", "x", "xpg")
 LABELS = {
     "p1": "P1 LangGraph + SDK",
     "p2": "P2 LangGraph -> Crosscheck services",
     "x": "X Crosscheck",
+    "xpg": "X Crosscheck on Postgres",
 }
 
 
@@ -562,12 +563,12 @@ class Bench:
 
     # ------------------------------------------------------------ Postgres
 
-    def fresh_database(self, tag: str) -> str | None:
-        """With --database-url on Postgres: a new empty database for this sample (dropped
-        after it), so every sample starts as empty as a fresh SQLite file."""
-        server = self.args.database_url
-        if not server or not server.startswith("postgresql"):
-            return None
+    def fresh_database(self, tag: str) -> str:
+        """X on Postgres: a new empty database on --postgres-url's server for this sample
+        (dropped after it), so every sample starts as empty as a fresh SQLite file."""
+        server = self.args.postgres_url
+        if not server:
+            raise RuntimeError("xpg needs --postgres-url (or CROSSCHECK_BENCH_POSTGRES_URL)")
         import psycopg
         import sqlalchemy as sa
 
@@ -760,10 +761,11 @@ class Bench:
         worker = None
         started = time.perf_counter()
         try:
-            if system in ("x", "p2"):
-                names = ["actor", "critic"] + (["orchestrator"] if system == "x" else [])
-                ports = self.ports.x if system == "x" else self.ports.p2
-                database = self.fresh_database(tag) if system == "x" else None
+            crosscheck = system in ("x", "xpg")
+            if crosscheck or system == "p2":
+                names = ["actor", "critic"] + (["orchestrator"] if crosscheck else [])
+                ports = self.ports.x if crosscheck else self.ports.p2
+                database = self.fresh_database(tag) if system == "xpg" else None
                 supervisor = self.start_services(names, ports, tag, database)
                 procs.update({r.spec.name: r.process.pid for r in supervisor.running})
             if system in ("p1", "p2"):
@@ -771,7 +773,7 @@ class Bench:
                     system, directory / "langgraph.sqlite", directory / "worker.log"
                 )
                 procs["langgraph"] = worker.pid
-            if system == "x":
+            if crosscheck:
                 result = asyncio.run(self.x_sample(mode, runs, lat, procs))
             else:
                 assert worker is not None
@@ -789,7 +791,7 @@ class Bench:
             self.drop_databases()
         ok_runs = result.pop("ok_runs")
         checks_ok = ok_runs == runs and result["model_calls_as_expected"]
-        if system == "x":
+        if system in ("x", "xpg"):
             checks_ok = (
                 checks_ok
                 and result["x_runs_read_back"] == runs
@@ -1042,20 +1044,24 @@ def markdown_table(medians: dict[tuple[str, str], dict[str, Any]], args: argpars
             value = (value or {}).get(sub)
         return value
 
+    postgres = any(system == "xpg" for system, _ in medians)
+    shown_systems = SYSTEMS if postgres else SYSTEMS[:3]
+    head = " | ".join(LABELS[s] for s in shown_systems)
+    extra = " | X on Postgres/P2" if postgres else ""
     lines = [
-        f"| measurement | {LABELS['p1']} | {LABELS['p2']} | {LABELS['x']} | X/P1 | X/P2 |",
-        "|---|---|---|---|---|---|",
+        f"| measurement | {head} | X/P1 | X/P2{extra} |",
+        "|---" * (len(shown_systems) + 3 + bool(postgres)) + "|",
     ]
 
     def add(name: str, mode: str, key: str, sub: str | None = None, fmt: str = "{:.1f}") -> None:
-        values = [get(s, mode, key, sub) for s in SYSTEMS]
+        values = [get(s, mode, key, sub) for s in shown_systems]
         if all(v is None for v in values):
             return
-        shown = ["-" if v is None else fmt.format(v) for v in values]
-        lines.append(
-            f"| {name} | {shown[0]} | {shown[1]} | {shown[2]} | "
-            f"{ratio(values[2], values[0])} | {ratio(values[2], values[1])} |"
-        )
+        shown = " | ".join("-" if v is None else fmt.format(v) for v in values)
+        ratios = f"{ratio(values[2], values[0])} | {ratio(values[2], values[1])}"
+        if postgres:
+            ratios += f" | {ratio(values[3], values[1])}"
+        lines.append(f"| {name} | {shown} | {ratios} |")
 
     seq = f"(a) {args.runs} sequential, LAT=0"
     conc = f"(b) {args.concurrency} concurrent, LAT={args.lat:g} s"
@@ -1129,7 +1135,8 @@ def project_commit(project: Path) -> str | None:
 
 
 def driver_main(args: argparse.Namespace) -> int:
-    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    chosen = args.systems or ("p1,p2,x,xpg" if args.postgres_url else "p1,p2,x")
+    systems = [s.strip() for s in chosen.split(",") if s.strip()]
     modes = [m.strip() for m in args.measurements.split(",") if m.strip()]
     for s in systems:
         if s not in SYSTEMS:
@@ -1157,9 +1164,6 @@ def driver_main(args: argparse.Namespace) -> int:
             "row": "env",
             **versions(),
             "project_commit": project_commit(ROOT),
-            "database": "postgresql"
-            if (args.database_url or "").startswith("postgresql")
-            else "sqlite",
             "task": bench.rl.TASK,
             "args": {k: v for k, v in vars(args).items() if k not in ("worker",)},
             "loadavg_start": os.getloadavg(),
@@ -1241,12 +1245,17 @@ def main() -> int:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--database-url",
-        default=os.environ.get("CROSSCHECK_BENCH_DATABASE_URL"),
-        help="X's database: SQLite files by default; a postgresql:// URL of a server gets a "
-        "fresh database per sample, dropped after it (LangGraph keeps its SQLite saver)",
+        "--postgres-url",
+        default=os.environ.get("CROSSCHECK_BENCH_POSTGRES_URL"),
+        help="a Postgres server for xpg (X on Postgres): a fresh database per sample, dropped "
+        "after it; with it, xpg joins the default systems",
     )
-    parser.add_argument("--systems", default="p1,p2,x", help="any of p1,p2,x")
+    parser.add_argument(
+        "--systems",
+        default=None,
+        help="any of p1,p2,x,xpg (default p1,p2,x, and xpg with "
+        "--postgres-url); LangGraph keeps its SQLite saver throughout",
+    )
     parser.add_argument("--measurements", default="seq,conc", help="any of seq,conc")
     parser.add_argument("--runs", type=int, default=200, help="sequential runs per sample (LAT=0)")
     parser.add_argument("--concurrency", type=int, default=1000, help="concurrent runs per sample")
