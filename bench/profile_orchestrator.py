@@ -66,7 +66,7 @@ def summarise(raw: Path, top: int) -> str:
     total = 0
     for line in raw.read_text().splitlines():
         stack, _, count_text = line.rpartition(" ")
-        if not stack:
+        if not stack or not count_text.isdigit():  # a line cut off when py-spy stopped
             continue
         count = int(count_text)
         total += count
