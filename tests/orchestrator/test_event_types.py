@@ -73,3 +73,25 @@ async def test_websocket_resumed_with_since_and_a_type_misses_nothing(orchestrat
             stored = (await client.get("/v1/events", params={"type": "round.output"})).json()
     assert [e["seq"] for e in seen] == [e["seq"] for e in stored]
     assert [e["run_id"] for e in seen] == [first, first, second, second]
+
+
+async def test_the_hub_wakes_a_follower_only_for_its_types_or_when_unsure():
+    from orchestrator.events.hub import EventHub
+
+    hub = EventHub()
+    hub.bind(asyncio.get_running_loop())
+    finished = hub.subscribe(["run.finished"])
+    everything = hub.subscribe()
+    hub.notify({"round.output", "run.status"})
+    assert not finished.is_set()
+    assert everything.is_set()
+    everything.clear()
+    hub.notify(set())  # a commit that appended no event wakes nobody
+    assert not finished.is_set()
+    assert not everything.is_set()
+    hub.notify({"run.finished"})
+    assert finished.is_set()
+    finished.clear()
+    hub.notify()  # a writer that does not say what it wrote wakes everyone
+    assert finished.is_set()
+    assert everything.is_set()

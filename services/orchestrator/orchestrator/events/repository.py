@@ -22,6 +22,19 @@ EVENTS_CHANNEL = "crosscheck_events"
 _EVENT_LOCK = sa.text(f"SELECT pg_advisory_xact_lock(:k), pg_notify('{EVENTS_CHANNEL}', '')")
 
 
+# ``session.info`` key: the event types a unit of work appended (see ``appended_types``).
+APPENDED = "crosscheck.event_types"
+
+
+def note_appended(session: Session, type_: str) -> None:
+    session.info.setdefault(APPENDED, set()).add(type_)
+
+
+def appended_types(session: Session) -> frozenset[str]:
+    """The event types appended in this session so far (what a commit will publish)."""
+    return frozenset(session.info.get(APPENDED, ()))
+
+
 def lock_event_sequence(session: Session) -> None:
     """Take the event-append lock for the rest of the transaction and, at commit, tell every
     replica's listener that events were added (Postgres only)."""
@@ -31,6 +44,7 @@ def lock_event_sequence(session: Session) -> None:
 
 def append_event(session: Session, run_id: str | None, type_: str, data: dict[str, Any]) -> None:
     lock_event_sequence(session)
+    note_appended(session, type_)
     session.add(Event(run_id=run_id, type=type_, data=data))
 
 

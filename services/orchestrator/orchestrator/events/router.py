@@ -55,7 +55,7 @@ async def stream_events(
         await websocket.close(code=status.WS_1008_POLICY_VIOLATION, reason=exc.message)
         return
     await websocket.accept()
-    waiter = hub.subscribe()
+    waiter = hub.subscribe(types)
     gone = asyncio.create_task(_until_disconnect(websocket))
     last = since
     try:
