@@ -28,5 +28,6 @@ typecheck:
 pytest:         ## only the tests (after `make install`)
 	uv run --frozen pytest
 
+# LangGraph (the peers of bench.peers) comes from the `bench` dependency group, installed only here.
 bench:          ## benchmarks; each prints its figures
-	uv run --frozen python -m bench
+	uv run --frozen --group bench python -m bench

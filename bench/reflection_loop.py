@@ -1,16 +1,14 @@
-"""Reflection-loop benchmark: Crosscheck through its real services vs. the LangGraph peer.
+"""The reflection loop on Crosscheck alone, and the pieces every loop benchmark shares.
 
-Workload (shared with ../shared/peer-bench): one run = 1 draft + 3 critiques + 2 revisions,
-6 model calls, each answered by the fake model server after LAT seconds. Ours goes the whole
-way: HTTP to the orchestrator, a durable DBOS workflow on SQLite, HTTP to the Actor and the
-Critic, the official OpenAI/Anthropic SDKs, HTTP to the fake model. The peer runs the same
-6-node graph in one process with fake in-process model calls.
+Workload: one run = 1 draft + 3 critiques + 2 revisions, 6 model calls, each answered by the
+fake model server after LAT seconds. The run goes the whole way: HTTP to the orchestrator, a
+durable DBOS workflow on SQLite, HTTP to the Actor and the Critic, the official
+OpenAI/Anthropic SDKs, HTTP to the fake model. ``bench.peers`` runs this same workload
+beside two LangGraph peers on the same fake model process; this module measures Crosscheck
+alone, quickly, and holds what the other benchmarks import (``Platform``, ``Finished``,
+``Driver``, ``one_run``).
 
-  uv run python -m bench.reflection_loop                   # both, default sizes
-  uv run python -m bench.reflection_loop --skip-peer --concurrency 200
-
-Prints a table and one JSON line per measurement. The LangGraph peer runs in its own venv
-(created on first use from ../shared/peer-bench/requirements-langgraph.txt, from PyPI).
+  uv run python -m bench.reflection_loop --runs 100 --concurrency 200
 """
 
 from __future__ import annotations
@@ -19,8 +17,6 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -36,8 +32,6 @@ from crosscheck.launcher import Supervisor, plan
 from tests.support.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-PEER_DIR = (ROOT / ".." / "shared" / "peer-bench").resolve()
-PEER_VENV = Path(os.environ.get("CROSSCHECK_PEER_VENV", "/tmp/crosscheck-lgvenv"))
 ADMIN = "bench-admin-token-0123456789abcdef"
 TASK = "Summarise why reflection loops need an independent critic. [bench:3]"
 console = Console()
@@ -113,7 +107,11 @@ class Platform:
 
 
 class Finished:
-    """Follows the event stream and resolves a future per run when it finishes."""
+    """Follows the event stream and resolves a future per run when it finishes.
+
+    It asks the server for ``run.finished`` events only: reading all 14 events of a run
+    to find that one cost the load generator (on the same cores) CPU per run.
+    """
 
     def __init__(self, url: str) -> None:
         self.url = url.replace("http", "ws") + "/v1/events"
@@ -130,7 +128,9 @@ class Finished:
         while True:
             try:
                 async with websockets.connect(
-                    f"{self.url}?since={self.since}", additional_headers=headers, max_size=None
+                    f"{self.url}?type=run.finished&since={self.since}",
+                    additional_headers=headers,
+                    max_size=None,
                 ) as ws:
                     async for raw in ws:
                         event = json.loads(raw)
@@ -157,13 +157,55 @@ class Finished:
             self.task.cancel()
 
 
-async def one_run(client: httpx.AsyncClient, finished: Finished) -> tuple[float, str]:
+class Driver:
+    """The load generator: POSTs runs through one pooled client and waits for them.
+
+    Requests wait for a connection in a semaphore of the pool's size, not in httpx's pool:
+    httpcore rescans every queued request against every connection on each pool event,
+    which made 1000 queued POSTs cost the client seconds of CPU on the cores it shares with
+    the system under test.
+    """
+
+    def __init__(self, url: str, connections: int, *, timeout_s: float = 600) -> None:
+        self.url = url
+        self.finished = Finished(url)
+        self.gate = asyncio.Semaphore(connections)
+        self.client = httpx.AsyncClient(
+            base_url=url,
+            headers={"Authorization": f"Bearer {ADMIN}"},
+            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+            timeout=timeout_s,
+        )
+
+    async def __aenter__(self) -> Driver:
+        await self.finished.start()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.finished.stop()
+        await self.client.aclose()
+
+    async def one_run(self) -> tuple[float, str]:
+        return await one_run(self.client, self.finished, self.gate)
+
+
+async def one_run(
+    client: httpx.AsyncClient, finished: Finished, gate: asyncio.Semaphore | None = None
+) -> tuple[float, str]:
     start = time.perf_counter()
     key = uuid.uuid4().hex
     body = {"task": TASK, "policy": {"max_rounds": 3}}
     for attempt in range(5):  # a dropped keep-alive connection is retried with the same key
         try:
-            response = await client.post("/v1/runs", json=body, headers={"Idempotency-Key": key})
+            if gate is None:
+                response = await client.post(
+                    "/v1/runs", json=body, headers={"Idempotency-Key": key}
+                )
+            else:
+                async with gate:
+                    response = await client.post(
+                        "/v1/runs", json=body, headers={"Idempotency-Key": key}
+                    )
             break
         except httpx.TransportError:
             if attempt == 4:
@@ -179,24 +221,23 @@ def cpu_used(before: dict[str, float], after: dict[str, float]) -> dict[str, flo
     return {name: round(after[name] - before.get(name, 0.0), 2) for name in after}
 
 
+WARMUP_RUNS = 5
+
+
 async def ours_sequential(platform: Platform, runs: int) -> dict[str, Any]:
     platform.set_latency(0)
-    finished = Finished(platform.url)
-    await finished.start()
-    limits = httpx.Limits(max_connections=10)
-    headers = {"Authorization": f"Bearer {ADMIN}"}
-    async with httpx.AsyncClient(base_url=platform.url, headers=headers, limits=limits) as client:
-        for _ in range(5):  # warm-up
-            await one_run(client, finished)
+    async with Driver(platform.url, 10) as driver:
+        for _ in range(WARMUP_RUNS):
+            await driver.one_run()
         durations, outcomes = [], []
         cpu_before = platform.cpu()
         began = time.perf_counter()
         for _ in range(runs):
-            seconds, outcome = await one_run(client, finished)
+            seconds, outcome = await driver.one_run()
             durations.append(seconds)
             outcomes.append(outcome)
         wall = time.perf_counter() - began
-    await finished.stop()
+        cpu = cpu_used(cpu_before, platform.cpu())
     return {
         "variant": "a",
         "desc": "ours: LAT=0, sequential, real services + SQLite",
@@ -205,32 +246,28 @@ async def ours_sequential(platform: Platform, runs: int) -> dict[str, Any]:
         "p50_ms": round(percentile(durations, 50) * 1000, 2),
         "p99_ms": round(percentile(durations, 99) * 1000, 2),
         "errors": sum(o != "ok" for o in outcomes),
-        "cpu_s_by_process": cpu_used(cpu_before, platform.cpu()),
+        "cpu_s_by_process": cpu,
     }
 
 
 async def ours_concurrent(platform: Platform, concurrency: int, lat: float) -> dict[str, Any]:
-    platform.set_latency(lat)
-    finished = Finished(platform.url)
-    await finished.start()
-    limits = httpx.Limits(max_connections=100)
-    headers = {"Authorization": f"Bearer {ADMIN}"}
-    async with httpx.AsyncClient(
-        base_url=platform.url, headers=headers, limits=limits, timeout=600
-    ) as client:
+    async with Driver(platform.url, 100) as driver:
+        platform.set_latency(0)
+        for _ in range(WARMUP_RUNS):  # the same warm-up as the sequential measurement
+            await driver.one_run()
+        platform.set_latency(lat)
         cpu_before = platform.cpu()
         began = time.perf_counter()
         results = await asyncio.gather(
-            *[one_run(client, finished) for _ in range(concurrency)], return_exceptions=True
+            *[driver.one_run() for _ in range(concurrency)], return_exceptions=True
         )
         wall = time.perf_counter() - began
-    await finished.stop()
-    cpu = cpu_used(cpu_before, platform.cpu())
+        cpu = cpu_used(cpu_before, platform.cpu())
     errors = [r for r in results if isinstance(r, BaseException) or r[1] != "ok"]
     durations = [r[0] for r in results if not isinstance(r, BaseException)]
     memory = platform.peak_memory()
     return {
-        "variant": "d",
+        "variant": "b",
         "desc": f"ours: LAT={lat}, {concurrency} concurrent runs, real services + SQLite",
         "lat_s": lat,
         "concurrency": concurrency,
@@ -248,87 +285,28 @@ async def ours_concurrent(platform: Platform, concurrency: int, lat: float) -> d
     }
 
 
-def ensure_peer_venv() -> Path:
-    python = PEER_VENV / "bin" / "python"
-    if not python.exists():
-        console.print(f"creating the LangGraph venv at {PEER_VENV} (PyPI) ...")
-        subprocess.run([sys.executable, "-m", "venv", str(PEER_VENV)], check=True)
-        subprocess.run(
-            [
-                str(python),
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "-r",
-                str(PEER_DIR / "requirements-langgraph.txt"),
-            ],
-            check=True,
-        )
-    return python
-
-
-def run_peer(runs: int, concurrency: int, repeats: int) -> list[dict[str, Any]]:
-    python = ensure_peer_venv()
-    completed = subprocess.run(
-        [
-            str(python),
-            str(PEER_DIR / "bench_langgraph_reflection.py"),
-            "--runs",
-            str(runs),
-            "--concurrency",
-            str(concurrency),
-            "--repeats",
-            str(repeats),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return [json.loads(line) for line in completed.stdout.splitlines() if line.startswith("{")]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=200, help="sequential runs at LAT=0")
     parser.add_argument("--concurrency", type=int, default=1000, help="concurrent runs")
-    parser.add_argument("--lat", type=float, default=0.05, help="model latency for (d), s")
-    parser.add_argument("--peer-repeats", type=int, default=3)
+    parser.add_argument("--lat", type=float, default=0.05, help="model latency for (b), s")
     parser.add_argument("--executor-threads", type=int, default=8)
-    parser.add_argument("--skip-peer", action="store_true")
-    parser.add_argument("--skip-ours", action="store_true")
     args = parser.parse_args()
 
     rows: list[dict[str, Any]] = []
-    if not args.skip_peer:
-        console.print("running the LangGraph peer ...")
-        rows += [
-            {**r, "who": "langgraph"}
-            for r in run_peer(args.runs, args.concurrency, args.peer_repeats)
-            if r.get("variant") in {"b", "c", "d"}
-        ]
-    if not args.skip_ours:
-        with tempfile.TemporaryDirectory(prefix="crosscheck-bench-") as tmp:
-            with Platform(Path(tmp), args.executor_threads) as platform:
-                console.print("running Crosscheck (a) sequential ...")
-                rows.append(
-                    {**asyncio.run(ours_sequential(platform, args.runs)), "who": "crosscheck"}
-                )
-            with Platform(Path(tmp) / "d", args.executor_threads) as platform:
-                console.print(f"running Crosscheck (d) {args.concurrency} concurrent ...")
-                rows.append(
-                    {
-                        **asyncio.run(ours_concurrent(platform, args.concurrency, args.lat)),
-                        "who": "crosscheck",
-                    }
-                )
+    with tempfile.TemporaryDirectory(prefix="crosscheck-bench-") as tmp:
+        with Platform(Path(tmp), args.executor_threads) as platform:
+            console.print("running Crosscheck (a) sequential ...")
+            rows.append(asyncio.run(ours_sequential(platform, args.runs)))
+        with Platform(Path(tmp) / "b", args.executor_threads) as platform:
+            console.print(f"running Crosscheck (b) {args.concurrency} concurrent ...")
+            rows.append(asyncio.run(ours_concurrent(platform, args.concurrency, args.lat)))
 
-    table = Table(title="Reflection loop: 1 draft + 3 critiques + 2 revisions per run")
-    for column in ("who", "variant", "runs/s", "p50 ms", "p99 ms", "wall s", "peak MB", "errors"):
+    table = Table(title="Crosscheck alone: 1 draft + 3 critiques + 2 revisions per run")
+    for column in ("variant", "runs/s", "p50 ms", "p99 ms", "wall s", "peak MB", "errors", "CPU s"):
         table.add_column(column)
     for r in rows:
         table.add_row(
-            r["who"],
             r["variant"],
             str(r.get("runs_per_s", "")),
             str(r.get("p50_ms", "")),
@@ -336,6 +314,7 @@ def main() -> None:
             str(r.get("wall_s", "")),
             str(r.get("peak_rss_mb", "")),
             str(r.get("errors", "")),
+            json.dumps(r["cpu_s_by_process"]),
         )
     console.print(table)
     for r in rows:

@@ -17,6 +17,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import tempfile
 import time
 from datetime import datetime
@@ -28,9 +31,51 @@ import websockets
 from rich.console import Console
 from rich.table import Table
 
-from bench.reflection_loop import ADMIN, Platform, percentile, run_peer
+from bench.reflection_loop import ADMIN, ROOT, Platform, percentile
 
 console = Console()
+PEER_DIR = (ROOT / ".." / "shared" / "peer-bench").resolve()
+PEER_VENV = Path(os.environ.get("CROSSCHECK_PEER_VENV", "/tmp/crosscheck-lgvenv"))
+
+
+def ensure_peer_venv() -> Path:
+    python = PEER_VENV / "bin" / "python"
+    if not python.exists():
+        console.print(f"creating the LangGraph venv at {PEER_VENV} (PyPI) ...")
+        subprocess.run([sys.executable, "-m", "venv", str(PEER_VENV)], check=True)
+        subprocess.run(
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "-r",
+                str(PEER_DIR / "requirements-langgraph.txt"),
+            ],
+            check=True,
+        )
+    return python
+
+
+def run_peer(runs: int, concurrency: int, repeats: int) -> list[dict[str, Any]]:
+    python = ensure_peer_venv()
+    completed = subprocess.run(
+        [
+            str(python),
+            str(PEER_DIR / "bench_langgraph_reflection.py"),
+            "--runs",
+            str(runs),
+            "--concurrency",
+            str(concurrency),
+            "--repeats",
+            str(repeats),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [json.loads(line) for line in completed.stdout.splitlines() if line.startswith("{")]
 
 
 async def measure(platform: Platform, runs: int) -> dict[str, Any]:

@@ -137,9 +137,16 @@ def configure_logging(
     structlog.configure(
         processors=[*pre_chain, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),
-        wrapper_class=structlog.stdlib.BoundLogger,
+        # Calls below the level return at once, before any processor runs (a debug or info
+        # line in a hot path then costs a method call, not a rendered and dropped record).
+        wrapper_class=structlog.make_filtering_bound_logger(root.getEffectiveLevel()),
         cache_logger_on_first_use=False,
     )
+
+
+def enabled(level: int) -> bool:
+    """Whether a record at ``level`` would be written (for work done only to log)."""
+    return logging.getLogger().isEnabledFor(level)
 
 
 def get_logger(name: str) -> structlog.stdlib.BoundLogger:

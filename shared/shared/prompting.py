@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 import jinja2
@@ -40,6 +41,18 @@ class PromptBook:
             keep_trailing_newline=False,
         )
         self.env.filters["data"] = escape_data
+        self._constant: dict[tuple[str, tuple[tuple[str, Hashable], ...]], str] = {}
 
     def render(self, name: str, **context: Any) -> str:
         return self.env.get_template(name).render(**context).strip()
+
+    def render_constant(self, name: str, **context: Hashable) -> str:
+        """``render`` for a prompt that depends only on a few settings-like values (a
+        system prompt): rendered once per distinct context, then reused."""
+        key = (name, tuple(sorted(context.items())))
+        text = self._constant.get(key)
+        if text is None:
+            if len(self._constant) >= 256:  # bounded: a context may carry a caller's value
+                self._constant.clear()
+            text = self._constant[key] = self.render(name, **context)
+        return text

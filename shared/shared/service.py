@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -15,7 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from shared.contracts import MAX_BODY_BYTES, ServiceInfo
 from shared.errors import error_body, install_error_handlers
-from shared.logging import get_logger
+from shared.logging import enabled, get_logger
 
 ReadyCheck = Callable[[], Awaitable[str | None]]
 
@@ -101,6 +102,9 @@ class AccessLog:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if not enabled(logging.INFO):  # no access line to write: only the request id
+            await self._untimed(scope, receive, send)
+            return
         request_id = _request_id(scope)
         header = (b"x-request-id", request_id.encode())
         start = time.perf_counter()
@@ -125,6 +129,19 @@ class AccessLog:
                         status=status,
                         duration_ms=round((time.perf_counter() - start) * 1000, 2),
                     )
+
+    async def _untimed(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Below INFO: echo the request id and bind it for the lines that are written."""
+        request_id = _request_id(scope)
+        header = (b"x-request-id", request_id.encode())
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), header]}
+            await send(message)
+
+        with structlog.contextvars.bound_contextvars(request_id=request_id):
+            await self.app(scope, receive, send_with_id)
 
 
 def build_service_app(

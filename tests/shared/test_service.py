@@ -86,3 +86,24 @@ async def test_bodies_over_the_limit_are_413_and_logged(client, logs):
     assert response.status_code == 413
     assert response.json()["error"] == "PayloadTooLarge"
     assert [e["status"] for e in logs() if e["event"] == "request"] == [413]
+
+
+async def test_at_warning_no_access_line_yet_the_request_id_is_echoed_and_bound(app):
+    stream = io.StringIO()
+    configure_logging("test", level="WARNING", json=True, secrets=[], stream=stream)
+    from shared.logging import get_logger
+
+    warn = get_logger("test.route")
+
+    @app.get("/warn")  # type: ignore[untyped-decorator]
+    async def warns() -> dict[str, str]:
+        warn.info("below the level")
+        warn.warning("worth a line")
+        return {"ok": "yes"}
+
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        response = await client.get("/warn", headers={"x-request-id": "req-7"})
+    assert response.headers["x-request-id"] == "req-7"
+    lines = [json.loads(line) for line in stream.getvalue().splitlines() if line.strip()]
+    assert [(e["event"], e["request_id"]) for e in lines] == [("worth a line", "req-7")]

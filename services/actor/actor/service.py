@@ -143,7 +143,8 @@ class ActorService:
         return await self._ask(call, request.kind, request.binding_points)
 
     def _system(self, kind: TaskKind, entry_point: str | None) -> str:
-        return self.prompts.render("system.j2", kind=kind.value, entry_point=entry_point)
+        # the same few texts on every call: rendered once per (kind, entry point)
+        return self.prompts.render_constant("system.j2", kind=kind.value, entry_point=entry_point)
 
     async def _ask(
         self, call: ModelCall, kind: TaskKind, points: list[str] | None = None

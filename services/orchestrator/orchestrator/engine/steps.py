@@ -33,7 +33,7 @@ from orchestrator.engine.policy import (
 )
 from orchestrator.engine.runtime import Runtime, current
 from orchestrator.evaluators.base import EvaluationJob, Evaluator
-from orchestrator.events.repository import append_event
+from orchestrator.events.repository import append_event, appended_types
 from orchestrator.knowledge.service import KnowledgeService, profile_for
 from orchestrator.peers.errors import PeerUnavailable
 from orchestrator.reviews import lessons
@@ -83,6 +83,18 @@ async def with_retries(rt: Runtime, peer: str, call: Callable[[], Awaitable[T]])
         with attempt:
             return await call()
     raise AssertionError("unreachable")
+
+
+async def _unit(rt: Runtime, work: Callable[[Session], T]) -> T:
+    """``work`` in one read-model transaction; once committed, wake the event subscribers
+    that follow the types of event it appended (none: nobody is woken)."""
+
+    def recorded(session: Session) -> tuple[T, frozenset[str]]:
+        return work(session), appended_types(session)
+
+    result, types = await rt.db.run(recorded)
+    rt.hub.notify(types)
+    return result
 
 
 def _stop_dict(stop: Stop | None) -> dict[str, Any] | None:
@@ -222,9 +234,8 @@ async def act(
         )
         return _ActInput(False, request, previous.output, note)
 
-    prepared = await rt.db.run(prepare)
+    prepared = await _unit(rt, prepare)
     if prepared.cancelled:
-        rt.hub.notify()
         return {"stop": _stop_dict(CANCELLED)}
     key = f"{run_id}:{round}:actor:{attempt}"
     request = prepared.request
@@ -334,8 +345,7 @@ async def act(
             store.update_run(session, run, changes, status=nxt, event={"round": round})
         out["stop"] = _stop_dict(stop)
 
-    await rt.db.run(commit)
-    rt.hub.notify()
+    await _unit(rt, commit)
     return out
 
 
@@ -358,9 +368,8 @@ async def evaluate(run_id: str, round: int, pause_after: bool) -> dict[str, Any]
         job = EvaluationJob(run.kind, row.output, run.tests, run.entry_point, run.json_schema)
         return job, rt.evaluators.get(run.evaluator)
 
-    prepared = await rt.db.run(prepare)
+    prepared = await _unit(rt, prepare)
     if prepared is None:
-        rt.hub.notify()
         return {"stop": _stop_dict(CANCELLED), "passed": None, "paused": False}
     job, evaluator = prepared
     passed: bool | None = None
@@ -407,8 +416,7 @@ async def evaluate(run_id: str, round: int, pause_after: bool) -> dict[str, Any]
             records.set_status(session, run, RunStatus.critiquing, round=round)
         return None
 
-    stop = await rt.db.run(commit)
-    rt.hub.notify()
+    stop = await _unit(rt, commit)
     return {"passed": passed, "stop": _stop_dict(stop), "paused": stop is None and pause_after}
 
 
@@ -482,9 +490,8 @@ async def critique(
         issues = (previous.critique or {}).get("issues", []) if previous else []
         return request, list(issues)
 
-    prepared = await rt.db.run(prepare)
+    prepared = await _unit(rt, prepare)
     if prepared is None:
-        rt.hub.notify()
         return {"stop": _stop_dict(CANCELLED), "signature": None, "verdict": None}
     request, previous_issues = prepared
     key = f"{run_id}:{round}:critic"
@@ -600,8 +607,7 @@ async def critique(
             )
         return stop
 
-    stop = await rt.db.run(commit)
-    rt.hub.notify()
+    stop = await _unit(rt, commit)
     return {
         "stop": _stop_dict(stop),
         "signature": signature,
@@ -632,8 +638,7 @@ async def finish(
         _finish(rt, session, run, stop, run.rounds or None)
         return {"stop": _stop_dict(stop)}
 
-    result = await rt.db.run(work)
-    rt.hub.notify()
+    result = await _unit(rt, work)
     return result
 
 
@@ -661,6 +666,5 @@ async def resume_state(run_id: str, round: int, stage: str) -> dict[str, Any]:
             "passed": bool(evaluation["passed"]) if evaluation else None,
         }
 
-    state = await rt.db.run(work)
-    rt.hub.notify()
+    state = await _unit(rt, work)
     return state

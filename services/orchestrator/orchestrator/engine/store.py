@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session
 
-from orchestrator.events.repository import lock_event_sequence
+from orchestrator.events.repository import lock_event_sequence, note_appended
 from orchestrator.tables import (
     Event,
     Lesson,
@@ -259,6 +259,7 @@ def record_call(
 def append_event(session: Session, run_id: str | None, type_: str, data: dict[str, Any]) -> None:
     """The Core twin of ``events.repository.append_event`` (same lock, same row)."""
     lock_event_sequence(session)
+    note_appended(session, type_)
     _conn(session).execute(
         _INSERT_EVENT, {"run_id": run_id, "type": type_, "data": data, "created_at": utcnow()}
     )

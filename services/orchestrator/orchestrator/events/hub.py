@@ -11,6 +11,7 @@ reach this replica's clients at once; subscribers then poll only as a slow safet
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 
 # How often a subscriber polls when nothing wakes it: the only path for writers in other
 # processes when no listener runs (SQLite, or the Postgres listener is reconnecting).
@@ -19,7 +20,8 @@ POLL_S = 1.0
 
 class EventHub:
     def __init__(self, *, safety_poll_s: float = POLL_S) -> None:
-        self._waiters: set[asyncio.Event] = set()
+        # each waiter with the event types it follows (None: every type)
+        self._waiters: dict[asyncio.Event, frozenset[str] | None] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._listening = False
         self._safety_poll_s = safety_poll_s
@@ -40,16 +42,22 @@ class EventHub:
         """Whether a cross-replica listener is connected (it wakes the hub for every writer)."""
         self._listening = listening
 
-    def subscribe(self) -> asyncio.Event:
+    def subscribe(self, types: Iterable[str] | None = None) -> asyncio.Event:
+        """A waiter woken by commits that may have added events of ``types`` (or any)."""
         waiter = asyncio.Event()
-        self._waiters.add(waiter)
+        self._waiters[waiter] = frozenset(types) if types else None
         return waiter
 
     def unsubscribe(self, waiter: asyncio.Event) -> None:
-        self._waiters.discard(waiter)
+        self._waiters.pop(waiter, None)
 
-    def notify(self) -> None:
-        """Safe to call from any thread after a commit that added events."""
+    def notify(self, types: Iterable[str] | None = None) -> None:
+        """Safe to call from any thread after a commit that added events. ``types``, when
+        the writer knows them, wakes only the waiters that follow one of them (an empty set:
+        no events were added); None wakes every waiter."""
+        kinds = None if types is None else frozenset(types)
+        if kinds is not None and not kinds:
+            return
         loop = self._loop
         if loop is None:
             return
@@ -58,10 +66,11 @@ class EventHub:
         except RuntimeError:
             running = None
         if running is loop:
-            self._wake()
+            self._wake(kinds)
         else:
-            loop.call_soon_threadsafe(self._wake)
+            loop.call_soon_threadsafe(self._wake, kinds)
 
-    def _wake(self) -> None:
-        for waiter in self._waiters:
-            waiter.set()
+    def _wake(self, kinds: frozenset[str] | None) -> None:
+        for waiter, wanted in self._waiters.items():
+            if wanted is None or kinds is None or not wanted.isdisjoint(kinds):
+                waiter.set()

@@ -8,6 +8,7 @@ import sqlalchemy as sa
 from sqlmodel import Session, select
 
 from orchestrator.tables import Event, table_of
+from shared.errors import BadRequest
 from shared.orchestration import EventPublic
 
 # Postgres hands out sequence numbers before commit; without this lock a reader could see
@@ -21,6 +22,19 @@ EVENTS_CHANNEL = "crosscheck_events"
 _EVENT_LOCK = sa.text(f"SELECT pg_advisory_xact_lock(:k), pg_notify('{EVENTS_CHANNEL}', '')")
 
 
+# ``session.info`` key: the event types a unit of work appended (see ``appended_types``).
+APPENDED = "crosscheck.event_types"
+
+
+def note_appended(session: Session, type_: str) -> None:
+    session.info.setdefault(APPENDED, set()).add(type_)
+
+
+def appended_types(session: Session) -> frozenset[str]:
+    """The event types appended in this session so far (what a commit will publish)."""
+    return frozenset(session.info.get(APPENDED, ()))
+
+
 def lock_event_sequence(session: Session) -> None:
     """Take the event-append lock for the rest of the transaction and, at commit, tell every
     replica's listener that events were added (Postgres only)."""
@@ -30,6 +44,7 @@ def lock_event_sequence(session: Session) -> None:
 
 def append_event(session: Session, run_id: str | None, type_: str, data: dict[str, Any]) -> None:
     lock_event_sequence(session)
+    note_appended(session, type_)
     session.add(Event(run_id=run_id, type=type_, data=data))
 
 
@@ -37,24 +52,101 @@ _EVENTS = table_of(Event)
 _AFTER = sa.select(
     _EVENTS.c.seq, _EVENTS.c.run_id, _EVENTS.c.type, _EVENTS.c.data, _EVENTS.c.created_at
 ).where(_EVENTS.c.seq > sa.bindparam("since"))
-_AFTER_ALL = _AFTER.order_by(_EVENTS.c.seq).limit(sa.bindparam("limit"))
-_AFTER_RUN = (
-    _AFTER.where(_EVENTS.c.run_id == sa.bindparam("run_id"))
+_OF_RUN = _EVENTS.c.run_id == sa.bindparam("run_id")
+_OF_TYPES = _EVENTS.c.type.in_(sa.bindparam("types", expanding=True))
+# One prebuilt statement per filter combination: (run_id given, types given).
+_QUERIES = {
+    (with_run, with_types): _AFTER.where(
+        *([_OF_RUN] if with_run else []), *([_OF_TYPES] if with_types else [])
+    )
     .order_by(_EVENTS.c.seq)
     .limit(sa.bindparam("limit"))
-)
+    for with_run in (False, True)
+    for with_types in (False, True)
+}
+MAX_TYPES = 20
+
+
+def parse_types(value: str | None) -> list[str] | None:
+    """``run.finished,run.status`` as a list; None (every type) for an empty value."""
+    if value is None:
+        return None
+    types = sorted({t.strip() for t in value.split(",") if t.strip()})
+    if not types:
+        return None
+    if len(types) > MAX_TYPES:
+        raise BadRequest(f"type: at most {MAX_TYPES} event types")
+    return types
 
 
 def events_after(
-    session: Session, *, since: int, run_id: str | None = None, limit: int = 500
+    session: Session,
+    *,
+    since: int,
+    run_id: str | None = None,
+    types: list[str] | None = None,
+    limit: int = 500,
 ) -> list[EventPublic]:
-    """Events after ``since``, oldest first. A Core read: every websocket wake-up runs it."""
+    """Events after ``since``, oldest first, of one run and of the given types when asked.
+    A Core read: every websocket wake-up runs it, so a client that needs one event type
+    has the others filtered in SQL instead of serialised, sent and parsed."""
     params: dict[str, Any] = {"since": since, "limit": limit}
-    query = _AFTER_ALL
     if run_id is not None:
-        query, params = _AFTER_RUN, {**params, "run_id": run_id}
+        params["run_id"] = run_id
+    if types:
+        params["types"] = types
+    query = _QUERIES[(run_id is not None, bool(types))]
     rows = session.connection().execute(query, params)
     return [EventPublic(**row._asdict()) for row in rows]
+
+
+_NEWEST_SEQ = sa.select(sa.func.max(_EVENTS.c.seq))
+_OF_TYPE = _EVENTS.c.type == sa.bindparam("type")
+_UPTO = _EVENTS.c.seq <= sa.bindparam("upto")
+# (run_id given, one type or several)
+_FOLLOW = {
+    (with_run, one): _AFTER.where(
+        _UPTO, _OF_TYPE if one else _OF_TYPES, *([_OF_RUN] if with_run else [])
+    )
+    .order_by(_EVENTS.c.seq)
+    .limit(sa.bindparam("limit"))
+    for with_run in (False, True)
+    for one in (False, True)
+}
+
+
+def follow_types(
+    session: Session,
+    *,
+    since: int,
+    types: list[str],
+    run_id: str | None = None,
+    limit: int = 500,
+) -> tuple[list[EventPublic], int, bool]:
+    """For a live feed of a few event types: the matching events after ``since``, the
+    sequence number read up to, and whether more may follow at once (a full batch).
+
+    The newest sequence number is read first and the feed moves past it, so the events of
+    other types are skipped once instead of scanned again on every wake-up. Appends hold
+    the event lock until they commit, so every event up to that number is already visible.
+    """
+    conn = session.connection()
+    newest = conn.execute(_NEWEST_SEQ).scalar()
+    if newest is None or newest <= since:
+        return [], since, False
+    params: dict[str, Any] = {"since": since, "upto": newest, "limit": limit}
+    one = len(types) == 1
+    if one:
+        params["type"] = types[0]
+    else:
+        params["types"] = types
+    if run_id is not None:
+        params["run_id"] = run_id
+    rows = list(conn.execute(_FOLLOW[(run_id is not None, one)], params))
+    events = [EventPublic(**row._asdict()) for row in rows]
+    if len(rows) >= limit:
+        return events, rows[-1].seq, True
+    return events, int(newest), False
 
 
 def last_seq(session: Session) -> int:

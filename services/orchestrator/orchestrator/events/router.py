@@ -11,7 +11,7 @@ from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect, status
 from orchestrator.db import Database
 from orchestrator.deps import Reader, SessionDep, authenticate
 from orchestrator.events.hub import EventHub
-from orchestrator.events.repository import events_after
+from orchestrator.events.repository import events_after, follow_types, parse_types
 from orchestrator.runs.service import check_event_scope
 from shared.errors import AppError
 from shared.orchestration import EventPublic, Role
@@ -27,12 +27,15 @@ def list_events(
     session: SessionDep,
     since: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
     run_id: Annotated[str | None, Query(max_length=64)] = None,
+    type: Annotated[str | None, Query(max_length=1000)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 500,
 ) -> list[EventPublic]:
-    """Events after ``since``, oldest first (what a websocket would have pushed). A service
-    token passes the ``run_id`` of one of its own runs."""
+    """Events after ``since``, oldest first (what a websocket would have pushed); ``type``
+    (comma-separated, e.g. ``run.finished``) keeps only those types. A service token passes
+    the ``run_id`` of one of its own runs."""
+    types = parse_types(type)
     check_event_scope(session, caller, run_id)
-    return events_after(session, since=since, run_id=run_id, limit=limit)
+    return events_after(session, since=since, run_id=run_id, types=types, limit=limit)
 
 
 @router.websocket("/v1/events")
@@ -40,11 +43,14 @@ async def stream_events(
     websocket: WebSocket,
     since: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
     run_id: Annotated[str | None, Query(max_length=64)] = None,
+    type: Annotated[str | None, Query(max_length=1000)] = None,
 ) -> None:
-    """Every event after ``since`` in order, then live ones; reconnect with the last seq seen."""
+    """Every event after ``since`` in order, then live ones; reconnect with the last seq seen.
+    ``type`` (comma-separated) keeps only those event types, e.g. ``run.finished``."""
     db: Database = websocket.app.state.db
     hub: EventHub = websocket.app.state.hub
     try:
+        types = parse_types(type)
         principal = await db.read(lambda session: authenticate(websocket, session))  # type: ignore[arg-type]
         if not principal.can(Role.service, Role.reviewer):
             raise AppError("forbidden", status_code=403)
@@ -53,18 +59,25 @@ async def stream_events(
         await websocket.close(code=status.WS_1008_POLICY_VIOLATION, reason=exc.message)
         return
     await websocket.accept()
-    waiter = hub.subscribe()
+    waiter = hub.subscribe(types)
     gone = asyncio.create_task(_until_disconnect(websocket))
     last = since
     try:
         while not gone.done():
             waiter.clear()
             while True:
-                batch = await db.read(partial(events_after, since=last, run_id=run_id))
+                if types:
+                    batch, upto, more = await db.read(
+                        partial(follow_types, since=last, run_id=run_id, types=types)
+                    )
+                else:
+                    batch = await db.read(partial(events_after, since=last, run_id=run_id))
+                    upto = batch[-1].seq if batch else last
+                    more = len(batch) >= 500
                 for event in batch:
                     await websocket.send_text(event.model_dump_json())
-                    last = event.seq
-                if len(batch) < 500:
+                last = upto
+                if not more:
                     break
             woken = asyncio.create_task(waiter.wait())
             await asyncio.wait(
