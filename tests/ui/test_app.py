@@ -20,7 +20,7 @@ from tests.ui.fakes import (
     stats_body,
 )
 
-APP = Path(__file__).resolve().parents[2] / "ui" / "console" / "app.py"
+APP = Path(__file__).resolve().parents[2] / "ui" / "console" / "main.py"
 
 
 def make_app(fake: FakeClient, *, token: str | None = "tok-123", **state) -> AppTest:

@@ -1,6 +1,6 @@
 """Logging in (a username and password, or an API token) and the session cookie.
 
-``app.py`` calls :func:`restore` first: a session token kept in a cookie (12 hours, like the
+``main.py`` calls :func:`restore` first: a session token kept in a cookie (12 hours, like the
 orchestrator's session) logs the reviewer back in after a reload or in a new tab on a shared
 link. Logged out, every page's URL still resolves and shows :func:`show` in its place, so
 after logging in the reviewer is on the page (and item) the URL names.
@@ -64,7 +64,7 @@ def _signed_in(client: Any, token: str, user: dict[str, Any], expires: Any = Non
     st.session_state["token"] = token
     st.session_state["user"] = user
     st.session_state["client"] = client.with_token(token)
-    st.session_state["cookie"] = until.isoformat()  # app.py writes the cookie on the next run
+    st.session_state["cookie"] = until.isoformat()  # main.py writes the cookie on the next run
     st.session_state.pop("signed_out", None)
     st.rerun()
 
