@@ -16,6 +16,7 @@ from urllib.parse import unquote
 import streamlit as st
 
 from console.client import ApiError, get_client
+from console.view import md_literal
 
 COOKIE = "crosscheck_session"  # the session token; never in the URL
 WHO = "crosscheck_who"  # name and role, for display only (the API checks the token)
@@ -119,9 +120,9 @@ def drop_cookie() -> None:
 
 def signed_in_as() -> str:
     user = st.session_state.get("user") or {}
-    role = user.get("role") or "role unknown"
+    role = md_literal(user.get("role") or "role unknown")
     if user.get("name"):
-        return f"Signed in as {user['name']} ({role})"
+        return f"Signed in as {md_literal(user['name'])} ({role})"
     return f"Signed in with an API token ({role})"
 
 
@@ -129,7 +130,7 @@ def show() -> None:
     """The login form, shown in place of whatever page the URL names."""
     st.title("Crosscheck reviewer console")
     if wanted := st.query_params.get("review"):
-        st.caption(f"Log in to open review {wanted}.")
+        st.caption(f"Log in to open review {md_literal(wanted)}.")
     password_tab, token_tab = st.tabs(["Password", "Token"])
 
     with password_tab, st.form("login-password"):
@@ -140,7 +141,7 @@ def show() -> None:
             try:
                 answer = client.login(username, password)
             except ApiError as exc:
-                st.error(f"Login failed: {exc.detail}")
+                st.error(f"Login failed: {md_literal(exc.detail)}")
             else:
                 user = {"name": answer["name"], "role": answer["role"]}
                 _signed_in(client, answer["token"], user, answer.get("expires_at"))
@@ -153,7 +154,7 @@ def show() -> None:
             try:
                 candidate.check_token()
             except ApiError as exc:
-                st.error(f"Token rejected: {exc.detail}")
+                st.error(f"Token rejected: {md_literal(exc.detail)}")
             else:
                 role = candidate.token_role() if hasattr(candidate, "token_role") else None
                 _signed_in(client, token.strip(), {"name": None, "role": role})
