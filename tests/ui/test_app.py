@@ -29,7 +29,7 @@ def make_app(fake: FakeClient, *, token: str | None = "tok-123", **state) -> App
     at.session_state["client"] = fake
     if token:
         at.session_state["token"] = token
-        at.session_state["user"] = {"name": "ana", "role": "reviewer"}
+        at.session_state["user"] = {"name": "ana", "role": "reviewer", "id": "tok_ana"}
     for key, value in state.items():
         at.session_state[key] = value
     return at

@@ -193,6 +193,47 @@ def test_another_reviewer_reads_only_and_sees_who_holds_it_until_when():
     assert "use seven syllables" in all_text(at)  # the context is all there to read
 
 
+def reopened(fake: FakeClient) -> AppTest:
+    """A new browser session on the item's shared link, logged in by the session cookie."""
+    at = make_app(fake, token=None)
+    at.query_params["review"] = "rev-1"
+    at.run()
+    at.switch_page("views/review.py").run()
+    assert_clean(at)
+    return at
+
+
+def test_a_token_reviewer_still_holds_their_claim_after_a_reload(cookies):
+    """The claim is recorded on the token's id: the console asks GET /v1/auth/me whose token
+    the session cookie is, so a token login (no account name) keeps its decision panel."""
+    fake = claimed(FakeClient(), by="ci")  # held by the API token ci-reviewer (id tok_ci)
+    cookies.update(crosscheck_session="good-token")
+    at = reopened(fake)
+    assert at.session_state["user"]["id"] == "tok_ci"
+    assert at.radio(key="decision-action").options == ["comment", "approve", "edit", "reject"]
+    assert has_key(at, "release")
+    assert not [i for i in at.info if "holds this item" in i.value]
+
+
+def test_another_session_reads_a_token_holders_claim_only(cookies):
+    fake = claimed(FakeClient(), by="ci")
+    fake.reviews["rev-1"]["claimed_by_name"] = "ci-reviewer"
+    cookies.update(crosscheck_session="rita-session", crosscheck_who="rita%7Creviewer")
+    at = reopened(fake)
+    assert not has_key(at, "decision-action")
+    assert any("ci-reviewer holds this item" in shown(i.value) for i in at.info)
+
+
+def test_the_same_name_on_another_token_does_not_hold_the_claim():
+    """Only the claiming token can decide (the orchestrator checks its id), so a claim made
+    under another session of the same account is read-only here."""
+    fake = claimed(FakeClient(), by="ana")
+    fake.reviews["rev-1"]["claimed_by"] = "tok_ana_laptop"
+    at = open_review(fake)
+    assert not has_key(at, "decision-action")
+    assert any("ana holds this item" in shown(i.value) for i in at.info)
+
+
 def test_a_claim_conflict_says_until_when_in_words():
     fake = FakeClient()
     until = (datetime.now(UTC) + timedelta(minutes=4, seconds=35)).isoformat()
@@ -204,7 +245,10 @@ def test_a_claim_conflict_says_until_when_in_words():
     at = open_review(fake)
     at.button(key="review-claim").click().run()
     assert_clean(at)
-    assert shown(at.error[0].value) == "Could not claim: review rev-1 is claimed by bob for 5 more minutes"
+    assert (
+        shown(at.error[0].value)
+        == "Could not claim: review rev-1 is claimed by bob for 5 more minutes"
+    )
     assert not re.search(r"\d{4}-\d{2}-\d{2}T", shown(at.error[0].value))
 
 
@@ -294,7 +338,7 @@ def cookies(monkeypatch):
 
 
 def test_a_reload_with_the_session_cookie_stays_logged_in_on_the_item(cookies):
-    cookies.update(crosscheck_session="good-token", crosscheck_who="rita%7Creviewer")
+    cookies.update(crosscheck_session="rita-session", crosscheck_who="rita%7Creviewer")
     fake = FakeClient()
     at = make_app(fake, token=None)
     at.query_params["review"] = "rev-1"
@@ -302,7 +346,7 @@ def test_a_reload_with_the_session_cookie_stays_logged_in_on_the_item(cookies):
     at.switch_page("views/review.py").run()
     assert_clean(at)
     assert at.title[0].value == "Review"
-    assert at.session_state["token"] == "good-token"
+    assert at.session_state["token"] == "rita-session"
     assert "Signed in as rita (reviewer)" in [c.value for c in at.sidebar.caption]
     assert fake.called("get_review") == [(("rev-1",), {})]
 
@@ -348,7 +392,9 @@ def test_token_login_shows_the_role_from_the_api(cookies):
     at.text_input(key="login-token-input").input("good-token")
     at.button(key="token-submit").click().run()
     assert_clean(at)
-    assert "Signed in with an API token (reviewer)" in [c.value for c in at.sidebar.caption]
+    assert "Signed in with the API token “ci-reviewer” (reviewer)" in [
+        shown(c.value) for c in at.sidebar.caption
+    ]
 
 
 def test_no_page_icon_loads_a_web_font():

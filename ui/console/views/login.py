@@ -22,6 +22,8 @@ COOKIE = "crosscheck_session"  # the session token; never in the URL
 WHO = "crosscheck_who"  # name and role, for display only (the API checks the token)
 SESSION = timedelta(hours=12)  # the orchestrator's session length
 SESSION_KEYS = ("token", "user", "client", "review_id", "my_claims", "cookie", "last_decision")
+# user: {"id": the token's id (who holds a claim), "name": an account's name (None for an API
+# token), "token_name": an API token's name, "role"}
 
 
 def read_cookies() -> Mapping[str, str]:
@@ -39,20 +41,43 @@ def restore() -> None:
     if st.session_state.get("token") or st.session_state.get("signed_out"):
         return
     cookies = read_cookies()
-    token = cookies.get(COOKIE)
-    if not token:
+    token, who = cookies.get(COOKIE), cookies.get(WHO)
+    if not isinstance(token, str) or not token:
         return
     client = _base_client().with_token(token)
+    name, _, role = unquote(who if isinstance(who, str) else "").partition("|")
+    user: dict[str, Any] = {"name": name or None, "role": role or None}
     try:
-        client.check_token()
+        user.update(_whom(client.who_am_i(), account=bool(name)))
     except ApiError as exc:
         if exc.status in (401, 403):  # expired or revoked: forget it
             st.session_state["signed_out"] = True
             return
-    name, _, role = unquote(cookies.get(WHO) or "").partition("|")
+        # the API does not answer: stay logged in; who holds what is asked again later
     st.session_state["token"] = token
-    st.session_state["user"] = {"name": name or None, "role": role or None}
+    st.session_state["user"] = user
     st.session_state["client"] = client
+
+
+def _whom(me: dict[str, Any], *, account: bool) -> dict[str, Any]:
+    """The session's user from ``GET /v1/auth/me``: an account's name, or an API token's."""
+    if account:
+        return {"id": me["id"], "name": me["name"], "role": me["role"]}
+    return {"id": me["id"], "name": None, "token_name": me["name"], "role": me["role"]}
+
+
+def my_id() -> str | None:
+    """The id of this session's token, the one the orchestrator records on a claim (asked
+    once per session; None while the API does not answer)."""
+    user = st.session_state.get("user") or {}
+    if user.get("id"):
+        return str(user["id"])
+    try:
+        me = get_client().who_am_i()
+    except ApiError:
+        return None
+    st.session_state["user"] = {**user, "id": me["id"]}
+    return str(me["id"])
 
 
 def _signed_in(client: Any, token: str, user: dict[str, Any], expires: Any = None) -> None:
@@ -123,6 +148,8 @@ def signed_in_as() -> str:
     role = md_literal(user.get("role") or "role unknown")
     if user.get("name"):
         return f"Signed in as {md_literal(user['name'])} ({role})"
+    if user.get("token_name"):
+        return f"Signed in with the API token “{md_literal(user['token_name'])}” ({role})"
     return f"Signed in with an API token ({role})"
 
 
@@ -152,9 +179,8 @@ def show() -> None:
             client = _base_client()
             candidate = client.with_token(token.strip())
             try:
-                candidate.check_token()
+                me = candidate.who_am_i()
             except ApiError as exc:
                 st.error(f"Token rejected: {md_literal(exc.detail)}")
             else:
-                role = candidate.token_role() if hasattr(candidate, "token_role") else None
-                _signed_in(client, token.strip(), {"name": None, "role": role})
+                _signed_in(client, token.strip(), _whom(me, account=False))

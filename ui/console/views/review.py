@@ -8,6 +8,7 @@ from typing import Any
 import streamlit as st
 
 from console.client import ApiError, get_client, new_idempotency_key
+from console.views import login as session
 from console.view import (
     ago,
     claimer,
@@ -53,19 +54,15 @@ SEVERITY_COLOR = {
 SOURCE_LABEL = {"human": "person", "critic": "Critic", "evaluator": "evaluator"}
 
 
-def _me() -> dict[str, Any]:
-    return st.session_state.get("user") or {}
-
-
 def _holds(review: dict[str, Any]) -> bool:
-    """Whether this session holds the claim: by the claiming token's id when this session made
-    the claim, else by name (the orchestrator checks again on every decision)."""
-    if review.get("status") != "claimed":
+    """Whether this session holds the claim: the orchestrator records the claiming token's
+    id, and only that token can decide, so the claim is ours when that id is this session's
+    (``GET /v1/auth/me``), after a reload too, whether we logged in with a password or a
+    token. Another session of the same account reads it like anyone else."""
+    holder = review.get("claimed_by")
+    if review.get("status") != "claimed" or not holder:
         return False
-    if review.get("claimed_by") and review["claimed_by"] in st.session_state.get("my_claims", {}):
-        return True
-    name = _me().get("name")
-    return bool(name) and review.get("claimed_by_name") == name
+    return holder in st.session_state.get("my_claims", {}) or holder == session.my_id()
 
 
 def _remember_claim(answer: Any) -> None:
