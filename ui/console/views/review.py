@@ -8,7 +8,6 @@ from typing import Any
 import streamlit as st
 
 from console.client import ApiError, get_client, new_idempotency_key
-from console.views import login as session
 from console.view import (
     ago,
     claimer,
@@ -22,6 +21,7 @@ from console.view import (
     time_left,
     unified_diff,
 )
+from console.views import login as session
 
 ACTIONS = {
     "pre_critique": ["comment", "approve", "edit", "reject"],
