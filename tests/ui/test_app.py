@@ -38,7 +38,8 @@ def make_app(fake: FakeClient, *, token: str | None = "tok-123", **state) -> App
 def shown(source: str) -> str:
     """What a reader sees of text that went through ``md_literal``: its backslash escapes
     read and the invisible word joiners dropped (the console's own Markdown is left as is)."""
-    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", source).replace("\u2060", "")
+    text = re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", source)
+    return text.replace("\u2060", "").replace("\u00a0", " ")
 
 
 def all_text(at: AppTest) -> str:

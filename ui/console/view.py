@@ -329,6 +329,8 @@ SHORT_ID_REGEX = r"=(?:[^&]*?)([^&_]{1,8})$"
 
 # ---------------------------------------------------------------- untrusted text
 WORD_JOINER = "\u2060"  # invisible, and not a word character: breaks the transforms' patterns
+NBSP = "\u00a0"
+_LEADING_BLANKS = re.compile(r"^[ \t]+", re.MULTILINE)
 _MD_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
 _MD_TRANSFORMED = re.compile(
     r"(?<=\\:)(?=\\?[\w/+-])"  # :emoji:, :material/icon:, http:// (read after the escapes)
@@ -348,6 +350,11 @@ def md_literal(value: Any) -> str:
     Streamlit also rewrites text after parsing, when the escapes are already gone: bare URLs
     and e-mail addresses become links, ``:name:`` an emoji and ``:material/name:`` an icon
     font. An invisible word joiner (U+2060) after such a colon or ``@`` and after ``www``
-    keeps those patterns from matching. Prose that needs no Markdown goes to ``st.text``."""
+    keeps those patterns from matching; a line's leading blanks become no-break spaces (four
+    spaces would start a code block). Prose that needs no Markdown goes to ``st.text``."""
     escaped = _MD_PUNCTUATION.sub(r"\\\1", str(value))
-    return _MD_TRANSFORMED.sub(WORD_JOINER, escaped)
+    escaped = _MD_TRANSFORMED.sub(WORD_JOINER, escaped)
+    # a line's leading spaces would make an indented code block: no-break spaces show the same
+    return _LEADING_BLANKS.sub(
+        lambda m: m.group(0).replace("\t", "    ").replace(" ", NBSP), escaped
+    )
