@@ -170,6 +170,27 @@ def test_an_edit_shows_beside_the_version_it_replaced():
     assert "Original (round 2)" in all_text(at)
     edited = 'def tides(day):\n<span class="cc-ln">2</span>    return 2\n'
     assert edited in html
+    # across the page's whole width (not inside the output's column), with the changed lines
+    top = {getattr(node, "key", None) for node in at.main.children.values()}
+    assert "edit-beside" in top
+    assert 'class="diff_chg"' in html or 'class="diff_sub"' in html
+    assert "Changed lines" in [e.label for e in at.expander]
+
+
+def test_earlier_rounds_critiques_are_listed_as_tables():
+    at = open_review(CodeFake())
+    assert "Earlier rounds" in [s.value for s in at.subheader]
+    [history] = [e for e in at.expander if e.label.startswith("Round 1")]
+    assert shown(history.label) == "Round 1 · verdict revise (0.60) · 1 issue"
+    [issues] = history.dataframe
+    assert list(issues.value["suggestion"]) == ["two tides"]
+    assert list(issues.value["quote"]) == ["return 1"]
+    assert not history.get("json")  # a table, not JSON
+
+
+def test_no_earlier_critique_means_no_round_history():
+    at = open_review(FakeClient())  # only round 2's critique is known, and nothing before it
+    assert "Earlier rounds" not in [s.value for s in at.subheader]
 
 
 # ---------------------------------------------------------------- who may decide

@@ -68,13 +68,19 @@ td.diff_next { display: none; }
 </style>"""
 
 
-def side_by_side(previous: str | None, current: str) -> str:
-    """The previous round and this one in two columns, changed lines marked (escaped HTML)."""
+def side_by_side(
+    previous: str | None,
+    current: str,
+    *,
+    before: str = "previous round",
+    after: str = "this round",
+) -> str:
+    """``previous`` and ``current`` in two columns, changed lines marked (escaped HTML)."""
     table = difflib.HtmlDiff(tabsize=4, wrapcolumn=70).make_table(
         (previous or "").splitlines(),
         current.splitlines(),
-        fromdesc="previous round",
-        todesc="this round",
+        fromdesc=html.escape(before),
+        todesc=html.escape(after),
     )
     return SIDE_BY_SIDE_CSS + table
 

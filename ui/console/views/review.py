@@ -176,29 +176,80 @@ def _output(review: dict[str, Any], run: dict[str, Any] | None) -> None:
             st.html(side_by_side(previous, output))
             with st.expander("As a unified diff"):
                 st.code(unified_diff(previous, output) or "(no change)", "diff")
-    _edit_beside(review, rounds, output, code=code)
 
 
-def _edit_beside(
-    review: dict[str, Any], rounds: dict[int, dict[str, Any]], output: str, *, code: bool
-) -> None:
-    """A version a reviewer wrote for this item, beside the version it replaced."""
-    for number, row in sorted(rounds.items()):
+def _edit_beside(review: dict[str, Any], run: dict[str, Any] | None) -> None:
+    """A version a reviewer wrote for this item beside the version it replaced, across the
+    page's whole width (each side about 480 px at 1280 px), then the changed lines."""
+    ctx = review.get("context") or {}
+    output = ctx.get("output") or ""
+    code = ctx.get("kind") == "code"
+    for row in (run or {}).get("rounds") or []:
         meta = row.get("review") or {}
         if row.get("provenance") != "human" or meta.get("review_id") != review["id"]:
             continue
+        number = row.get("number")
+        edited = str(row.get("output") or "")
+        original = f"Original (round {meta.get('from_round', review['round'])})"
         st.subheader(
-            f"Edited by {md_literal(meta.get('edited_by') or 'a reviewer')} (round {number})"
+            f"Edited by {md_literal(meta.get('edited_by') or 'a reviewer')} "
+            f"(round {md_literal(number)})"
         )
-        left, right = st.columns(2)
-        with left:
-            st.markdown(
-                f"**Original (round {md_literal(meta.get('from_round', review['round']))})**"
+        with st.container(key="edit-beside"):
+            left, right = st.columns(2)
+            with left:
+                st.markdown(f"**{md_literal(original)}**")
+                st.html(marked_output(output, [], code=code))
+            with right:
+                st.markdown(f"**Edited (round {md_literal(number)})**")
+                st.html(marked_output(edited, [], code=code))
+            with st.expander("Changed lines", expanded=True):
+                st.html(side_by_side(output, edited, before=original, after="edited"))
+
+
+def _history(review: dict[str, Any], run: dict[str, Any] | None) -> None:
+    """Each earlier round's critique: its verdict, and its issues as a table."""
+    ctx = review.get("context") or {}
+    number = int(ctx.get("round") or review["round"])
+    critiques = {int(c.get("round") or 0): c for c in ctx.get("critiques") or []}
+    for row in (run or {}).get("rounds") or []:  # the run has every round; the item some
+        if row.get("critique") and int(row.get("number") or 0) not in critiques:
+            critiques[int(row["number"])] = row["critique"]
+    earlier = sorted(n for n in critiques if 0 < n < number)
+    if not earlier:
+        return
+    st.subheader("Earlier rounds")
+    for n in reversed(earlier):  # the most recent first
+        critique = critiques[n]
+        issues = [i for i in critique.get("issues") or [] if isinstance(i, dict)]
+        title = f"Round {n} · verdict {critique.get('verdict') or '?'}"
+        if isinstance(critique.get("confidence"), int | float):
+            title += f" ({float(critique['confidence']):.2f})"
+        title += f" · {len(issues)} issue{'s' if len(issues) != 1 else ''}"
+        with st.expander(md_literal(title), expanded=n == earlier[-1]):
+            if not issues:
+                st.caption("The Critic raised no issue on this round.")
+                continue
+            st.dataframe(
+                [
+                    {
+                        "severity": str(i.get("severity") or ""),
+                        "dimension": str(i.get("dimension") or ""),
+                        "quote": str(i.get("quote") or ""),
+                        "suggestion": str(i.get("suggestion") or ""),
+                    }
+                    for i in issues
+                ],
+                hide_index=True,
+                width="stretch",
+                key=f"history-issues-{n}",
+                column_config={
+                    "severity": st.column_config.TextColumn("Severity", width="small"),
+                    "dimension": st.column_config.TextColumn("Dimension", width="small"),
+                    "quote": st.column_config.TextColumn("Quote", width="medium"),
+                    "suggestion": st.column_config.TextColumn("Suggestion", width="large"),
+                },
             )
-            st.html(marked_output(output, [], code=code))
-        with right:
-            st.markdown(f"**Edited (round {number})**")
-            st.html(marked_output(str(row.get("output") or ""), [], code=code))
 
 
 # ---------------------------------------------------------------- evidence
@@ -606,4 +657,6 @@ with right:
     _reflections(ctx)
     if review["kind"] == "escalation":
         _escalation(ctx)
+_edit_beside(review, run)
+_history(review, run)
 _raw(review)
