@@ -160,21 +160,48 @@ def test_every_page_opens_with_nothing_to_show(page, title):
     assert not at.error
 
 
-@pytest.mark.parametrize(("page", "title"), PAGES[2:])
-def test_every_new_page_shows_an_unreachable_api(page, title):
+UNREACHABLE = ApiError(0, "Unreachable", "http://orch: ConnectError")
+
+
+def unreachable_client() -> FakeClient:
+    """A client whose every call finds no orchestrator."""
     fake = FakeClient()
-    down = ApiError(0, "Unreachable", "http://orch: ConnectError")
 
     def unreachable(*args, **kwargs):
-        raise down
+        raise UNREACHABLE
 
-    for name in ("list_reviews", "list_runs", "list_lessons", "stats"):
+    for name in (
+        "events",
+        "list_reviews",
+        "get_review",
+        "get_run",
+        "list_runs",
+        "list_lessons",
+        "stats",
+        "who_am_i",
+        "login",
+    ):
         setattr(fake, name, unreachable)
-    at = make_app(fake).run()
+    return fake
+
+
+@pytest.mark.parametrize(("page", "title"), PAGES)
+def test_every_page_shows_an_unreachable_api(page, title):
+    at = make_app(unreachable_client(), review_id="rev-1").run()
     at.switch_page(page).run()
     assert_clean(at)
     assert at.title[0].value == title
     assert "http://orch: ConnectError" in shown(at.error[0].value)
+
+
+def test_the_login_says_when_the_api_is_unreachable():
+    at = make_app(unreachable_client(), token=None).run()
+    at.text_input(key="login-username").input("ana")
+    at.text_input(key="login-password-input").input("secret")
+    at.button(key="login-submit").click().run()
+    assert_clean(at)
+    assert "token" not in at.session_state
+    assert shown(at.error[0].value) == "Login failed: http://orch: ConnectError"
 
 
 def test_review_page_without_item_points_to_queue():
