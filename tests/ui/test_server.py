@@ -4,6 +4,8 @@ with the server's base URL in it, so the frontend probes only ``/_stcore/health`
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -53,3 +55,24 @@ def test_streamlit_run_serves_the_app_with_those_routes():
     assert (found.is_asgi_app, found.app_name) == (True, "app")
     calls = [n for n in ast.walk(ast.parse(APP.read_text())) if isinstance(n, ast.Call)]
     assert any(k.arg == "routes" for c in calls for k in c.keywords)
+
+
+def _python(code: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return done.stdout.split()
+
+
+def test_the_server_imports_pandas_and_pyarrow_before_it_serves():
+    """Streamlit imports them on the first custom component or table, which was the session
+    cookie's right after the first login: seconds of a blank queue on a busy machine."""
+    loaded = "print('pandas' in sys.modules, 'pyarrow' in sys.modules)"
+    assert _python(f"import sys, console.server\n{loaded}") == ["False", "False"]
+    started = (
+        "import asyncio, sys\n"
+        "from console.server import lifespan\n"
+        "async def serve():\n"
+        "    async with lifespan(None):\n"
+        f"        {loaded}\n"
+        "asyncio.run(serve())\n"
+    )
+    assert _python(started) == ["True", "True"]

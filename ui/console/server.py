@@ -11,9 +11,14 @@ the right one. Everything else (assets, the websocket, health) stays Streamlit's
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
@@ -60,3 +65,19 @@ def page_routes() -> list[BaseRoute]:
     base = base_path()
     paths = [base or "/", *(f"{base}/{page.url_path}" for page in PAGES)]
     return [Route(path, _page, methods=["GET"]) for path in paths]
+
+
+WARM_MODULES = ("pandas", "pyarrow")
+
+
+def warm_up() -> None:
+    """Import what Streamlit would otherwise import in a reviewer's first script run."""
+    for name in WARM_MODULES:
+        importlib.import_module(name)
+
+
+@asynccontextmanager
+async def lifespan(app: Any) -> AsyncIterator[None]:
+    """``st.App``'s lifespan: :func:`warm_up` (off the event loop) before serving."""
+    await asyncio.to_thread(warm_up)
+    yield
