@@ -47,6 +47,14 @@ def idle(page: Page) -> None:
     page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for()
 
 
+def settled(page: Page) -> None:
+    """Idle, and done writing the session cookie after a login: the cookie components answer
+    with reruns, and a click sent while one of those starts can be dropped."""
+    idle(page)
+    expect(page.locator('iframe[title*="cookie_manager"]')).to_have_count(0, timeout=15_000)
+    idle(page)
+
+
 def wait_for_run(
     platform: Platform, run_id: str, done: Callable[[dict[str, Any]], bool], timeout_s: float = 20
 ) -> dict[str, Any]:
@@ -323,10 +331,15 @@ def test_reviewers_in_the_browser(chromium: Path, platform: Platform, tmp_path: 
             expect(changed.locator(".diff_sub, .diff_chg").first).to_be_visible()
             assert "return\u00a0\u00a0-1" in changed.inner_text()
             assert 'raise\u00a0ValueError("days\u00a0<\u00a00")' in changed.inner_text()
-            box = page.locator(".st-key-edit-beside").bounding_box()
+            beside = page.locator(".st-key-edit-beside")
+            box = beside.bounding_box()
+            main = page.locator('[data-testid="stMainBlockContainer"]').bounding_box()
             assert box is not None
-            assert box["width"] > 900, box  # both sides readable
+            assert main is not None
+            # the main column's whole width (about 820 px at 1280), not a third of it
+            assert box["width"] >= main["width"] - 2 * 80 - 1, (box, main)
             idle(page)
+            beside.scroll_into_view_if_needed()
             shot(page, "console-edit.png")
 
             # ---- bob rejects a paused run: the reason is required, and he confirms
@@ -378,7 +391,7 @@ def test_reviewers_in_the_browser(chromium: Path, platform: Platform, tmp_path: 
             bot.locator(".st-key-login-token-input input").fill(token.json()["token"])
             bot.locator(".st-key-token-submit button").click()
             expect(bot.get_by_role("heading", name="Review", exact=True)).to_be_visible()
-            idle(bot)
+            settled(bot)
             bot.locator(".st-key-review-claim button").click()
             expect(bot.locator(".st-key-decision-action")).to_be_visible(timeout=10_000)
             bot.reload()
