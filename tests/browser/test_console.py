@@ -290,12 +290,16 @@ def test_reviewers_in_the_browser(chromium: Path, platform: Platform, tmp_path: 
             expect(page.get_by_role("heading", name="Review", exact=True)).to_be_visible()
             expect(page.locator(".st-key-decision-action")).to_be_visible()
             assert f"review={code_item['id']}" in page.url
+            idle(page)
+            shot(page, "console-reload.png")
             # ---- and so does a new tab on the shared link
             tab = rita.new_page()
             tab.goto(link)
             expect(tab.get_by_role("heading", name="Review", exact=True)).to_be_visible()
             expect(tab.locator(".st-key-decision-action")).to_be_visible()
             expect(tab.get_by_text(f"Signed in as {RITA} (reviewer)")).to_be_visible()
+            idle(tab)
+            shot(tab, "console-new-tab.png")
             tab.close()
 
             # ---- a second reviewer opens the shared link: login, then the item, read-only
@@ -310,6 +314,7 @@ def test_reviewers_in_the_browser(chromium: Path, platform: Platform, tmp_path: 
             idle(other)
             assert other.locator(".st-key-decision-action").count() == 0
             assert other.locator(".st-key-release").count() == 0
+            no_sideways_scroll(other, "a read-only review")
             shot(other, "console-read-only.png")
 
             # ---- rita edits: the editor holds the output; the edit shows beside the original
