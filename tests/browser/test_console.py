@@ -7,7 +7,6 @@ page never scrolls sideways at 1280 px, logs no error, and asks nothing of any o
 
 from __future__ import annotations
 
-import re
 import time
 import uuid
 from collections.abc import Callable
@@ -34,10 +33,26 @@ CODE = (
     "    return 2 * days\n"
 )
 QUOTE = "if days < 0:\n        return  -1"
+# text from models, reviewers and users that Markdown would turn into a fetch, a link, styling
+EVIL = "http://evil.example"
+TASK_NOTE = f"Keep it short ![task]({EVIL}/task.png) **now**"
+DIMENSION = f"style [docs]({EVIL}/dimension) :material/home:"
+SUGGESTION = f"Name the factor ![pixel]({EVIL}/suggestion.png) _please_"
+REFLECTION = f"Negative days are an error. ![r]({EVIL}/reflection.png) see www.evil.example"
+REASON = f"Off topic ![reason]({EVIL}/reason.png) **for** this queue."
+TOKEN_NAME = f"ci **bot** ![t]({EVIL}/token.png)"
 
 
 def idle(page: Page) -> None:
     page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for()
+
+
+def settled(page: Page) -> None:
+    """Idle, and done writing the session cookie after a login: the cookie components answer
+    with reruns, and a click sent while one of those starts can be dropped."""
+    idle(page)
+    expect(page.locator('iframe[title*="cookie_manager"]')).to_have_count(0, timeout=15_000)
+    idle(page)
 
 
 def wait_for_run(
@@ -62,6 +77,14 @@ def log_in(page: Page, username: str) -> None:
     page.locator(".st-key-login-username input").fill(username)
     page.locator(".st-key-login-password-input input").fill(PASSWORD)
     page.locator(".st-key-login-submit button").click()
+
+
+def shows_literally(page: Page, text: str) -> None:
+    """The text is on the page character for character (invisible word joiners aside), and
+    nothing on the page links to, or loads from, the host it names."""
+    found = page.evaluate("t => document.body.innerText.replace(/\u2060/g, '').includes(t)", text)
+    assert found, f"not shown as typed: {text!r}"
+    assert page.locator('img[src*="evil.example"], a[href*="evil.example"]').count() == 0
 
 
 def no_sideways_scroll(page: Page, where: str) -> None:
@@ -171,6 +194,8 @@ def test_reviewers_in_the_browser(chromium: Path, platform: Platform, tmp_path: 
             # ---- log in on the queue; a run paused for review shows up live
             page.goto(base)
             idle(page)
+            no_sideways_scroll(page, "the login page")
+            shot(page, "console-login.png")
             log_in(page, RITA)
             expect(page.get_by_role("heading", name="Review queue")).to_be_visible()
             expect(page.get_by_text(f"Signed in as {RITA} (reviewer)")).to_be_visible()
@@ -205,10 +230,16 @@ def test_reviewers_in_the_browser(chromium: Path, platform: Platform, tmp_path: 
                                 "severity": "critical",
                                 "quote": QUOTE,
                                 "suggestion": "Raise ValueError for negative days.",
-                            }
+                            },
+                            {
+                                "dimension": DIMENSION,
+                                "severity": "minor",
+                                "quote": "return 2 * days",
+                                "suggestion": SUGGESTION,
+                            },
                         ],
                         "binding_checks": [],
-                        "reflection": "Negative days are an error.",
+                        "reflection": REFLECTION,
                         "error_class": "logic",
                     },
                 },
@@ -216,7 +247,8 @@ def test_reviewers_in_the_browser(chromium: Path, platform: Platform, tmp_path: 
             code_run = platform.api.post(
                 "/v1/runs",
                 json={
-                    "task": "Write high_tides(days): how many high tides in that many days.",
+                    "task": "Write high_tides(days): how many high tides in that many days.\n"
+                    + TASK_NOTE,
                     "kind": "code",
                     "policy": {"max_rounds": 1, "review": "on_escalation"},
                 },
@@ -244,6 +276,9 @@ def test_reviewers_in_the_browser(chromium: Path, platform: Platform, tmp_path: 
             expect(
                 page.get_by_text("Suggestion: Raise ValueError for negative days.")
             ).to_be_visible()
+            # what the model and the task's author wrote shows as text: no fetch, no link
+            for text in (TASK_NOTE, DIMENSION, f"Suggestion: {SUGGESTION}", REFLECTION):
+                shows_literally(page, text)
             page.locator(".st-key-review-claim button").click()
             expect(page.locator(".st-key-decision-action")).to_be_visible(timeout=10_000)
             idle(page)
@@ -255,12 +290,16 @@ def test_reviewers_in_the_browser(chromium: Path, platform: Platform, tmp_path: 
             expect(page.get_by_role("heading", name="Review", exact=True)).to_be_visible()
             expect(page.locator(".st-key-decision-action")).to_be_visible()
             assert f"review={code_item['id']}" in page.url
+            idle(page)
+            shot(page, "console-reload.png")
             # ---- and so does a new tab on the shared link
             tab = rita.new_page()
             tab.goto(link)
             expect(tab.get_by_role("heading", name="Review", exact=True)).to_be_visible()
             expect(tab.locator(".st-key-decision-action")).to_be_visible()
             expect(tab.get_by_text(f"Signed in as {RITA} (reviewer)")).to_be_visible()
+            idle(tab)
+            shot(tab, "console-new-tab.png")
             tab.close()
 
             # ---- a second reviewer opens the shared link: login, then the item, read-only
@@ -275,6 +314,7 @@ def test_reviewers_in_the_browser(chromium: Path, platform: Platform, tmp_path: 
             idle(other)
             assert other.locator(".st-key-decision-action").count() == 0
             assert other.locator(".st-key-release").count() == 0
+            no_sideways_scroll(other, "a read-only review")
             shot(other, "console-read-only.png")
 
             # ---- rita edits: the editor holds the output; the edit shows beside the original
@@ -289,8 +329,22 @@ def test_reviewers_in_the_browser(chromium: Path, platform: Platform, tmp_path: 
                 page.get_by_text("Your edit is recorded. The run finished: succeeded.")
             ).to_be_visible(timeout=10_000)
             expect(page.get_by_role("heading", name=f"Edited by {RITA} (round 2)")).to_be_visible()
-            expect(page.get_by_text("Original (round 1)")).to_be_visible()
+            expect(page.get_by_role("strong").filter(has_text="Original (round 1)")).to_be_visible()
+            # the changed lines, the original's beside the edit's, across the page
+            changed = page.locator(".st-key-edit-beside table.diff")
+            expect(changed.get_by_role("columnheader", name="Original (round 1)")).to_be_visible()
+            expect(changed.locator(".diff_sub, .diff_chg").first).to_be_visible()
+            assert "return\u00a0\u00a0-1" in changed.inner_text()
+            assert 'raise\u00a0ValueError("days\u00a0<\u00a00")' in changed.inner_text()
+            beside = page.locator(".st-key-edit-beside")
+            box = beside.bounding_box()
+            main = page.locator('[data-testid="stMainBlockContainer"]').bounding_box()
+            assert box is not None
+            assert main is not None
+            # the main column's whole width (about 820 px at 1280), not a third of it
+            assert box["width"] >= main["width"] - 2 * 80 - 1, (box, main)
             idle(page)
+            beside.scroll_into_view_if_needed()
             shot(page, "console-edit.png")
 
             # ---- bob rejects a paused run: the reason is required, and he confirms
@@ -306,9 +360,13 @@ def test_reviewers_in_the_browser(chromium: Path, platform: Platform, tmp_path: 
             idle(other)
             other.locator(".st-key-decision-submit button").click()
             expect(other.get_by_text("A reject needs the reason")).to_be_visible()
-            other.locator(".st-key-decision-reason textarea").fill("Off topic for this queue.")
+            other.locator(".st-key-decision-reason textarea").fill(REASON)
             other.locator(".st-key-decision-submit button").click()
             expect(other.get_by_text("Reject this run?")).to_be_visible()
+            idle(other)
+            shows_literally(other, f"Your reason: {REASON}")
+            no_sideways_scroll(other, "a reject's confirmation")
+            shot(other, "console-reject-confirm.png")
             assert wait_for_run(platform, reject_run, lambda run: True)["status"] == (
                 "awaiting_review"
             )
@@ -317,9 +375,45 @@ def test_reviewers_in_the_browser(chromium: Path, platform: Platform, tmp_path: 
                 other.get_by_text("You rejected the run. The run finished: failed.")
             ).to_be_visible()
             idle(other)
+
+            # ---- a reviewer's API token (its name written by a person) claims an item; a
+            # reload keeps the claim theirs; another reviewer sees the token's name as text
+            token = platform.api.post("/v1/tokens", json={"name": TOKEN_NAME, "role": "reviewer"})
+            assert token.status_code == 201, token.text
+            spring_run = platform.api.post(
+                "/v1/runs",
+                json={"task": "Explain spring tides.", "policy": {"review": "before_critique"}},
+            ).json()["id"]
+            wait_for_run(platform, spring_run, lambda run: run["status"] == "awaiting_review")
+            spring = f"{base}/review?review={item_of(platform, spring_run)['id']}"
+            tok = browser.new_context(viewport=viewport)
+            watch(tok)
+            bot = tok.new_page()
+            bot.set_default_timeout(15_000)
+            bot.goto(spring)
+            idle(bot)
+            bot.get_by_role("tab", name="Token").click()
+            bot.locator(".st-key-login-token-input input").fill(token.json()["token"])
+            bot.locator(".st-key-token-submit button").click()
+            expect(bot.get_by_role("heading", name="Review", exact=True)).to_be_visible()
+            settled(bot)
+            bot.locator(".st-key-review-claim button").click()
+            expect(bot.locator(".st-key-decision-action")).to_be_visible(timeout=10_000)
+            bot.reload()
+            expect(bot.get_by_role("heading", name="Review", exact=True)).to_be_visible()
+            expect(bot.locator(".st-key-decision-action")).to_be_visible()
+            idle(bot)
+            shows_literally(bot, f"Signed in with the API token “{TOKEN_NAME}” (reviewer)")
+            other.goto(spring)
+            idle(other)
+            expect(other.get_by_text("holds this item for")).to_be_visible()
+            shows_literally(other, f"{TOKEN_NAME} holds this item for")
+            assert other.locator(".st-key-decision-action").count() == 0
+            no_sideways_scroll(other, "an item a token holds")
+            shot(other, "console-token-holder.png")
         except BaseException:
             try:
-                for i, open_page in enumerate(rita.pages + bob.pages):
+                for i, open_page in enumerate([p for c in browser.contexts for p in c.pages]):
                     failed = screenshot(open_page, tmp_path / f"console-failed-{i}.png")
                     report(f"\nscreenshot of the failure: {keep_artifact(failed)}")
             finally:
@@ -331,16 +425,11 @@ def test_reviewers_in_the_browser(chromium: Path, platform: Platform, tmp_path: 
     for path in shots:
         report(f"screenshot: {keep_artifact(path)}")
     assert outside == [], f"requests left {base}: {outside}"
-    # Streamlit's frontend, opened on a page's own URL (a reload, a shared link), looks for
-    # its server under that path first: <page>/_stcore/health and host-config answer 404 on
-    # this same host and the browser logs each; those, and nothing else, are expected.
-    probes = [e for e in errors if re.fullmatch(rf"404 {base}/\w+/_stcore/(health|host-config)", e)]
-    logged = [e for e in errors if e.startswith("Failed to load resource") and "404" in e]
-    assert len(logged) == len(probes)
-    assert [e for e in errors if e not in probes and e not in logged] == []
+    # no console error and no failed request, reloads and shared links included
+    assert errors == []
     failed_run = platform.api.get(f"/v1/runs/{reject_run}").json()
     assert (failed_run["status"], failed_run["stop_reason"]) == ("failed", "review_rejected")
-    assert failed_run["detail"] == "Off topic for this queue."
+    assert failed_run["detail"] == REASON
 
     # the commented run goes past the review: its revision applies the comment
     run = wait_for_run(platform, run_id, lambda run: len(run["rounds"]) >= 2)

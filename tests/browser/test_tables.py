@@ -1,6 +1,7 @@
 """The console's tables in a real browser at 1280 px: the Queue, Escalations, Runs, Lessons
 and Metrics pages show their tables and charts without the page scrolling sideways (a wide
-table scrolls inside its own frame), and a run picked in the Runs table opens its timeline."""
+table scrolls inside its own frame), and a run picked in the Runs table opens its timeline;
+the browser logs no error and asks nothing of another host."""
 
 from __future__ import annotations
 
@@ -74,7 +75,13 @@ def test_tables_fit_at_1280_px(chromium: Path, platform: Platform, tmp_path: Pat
         )
         page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
         page.set_default_timeout(15_000)
-        page.route(lambda url: not url.startswith(platform.console_url), lambda r: r.abort())
+        base = platform.console_url
+        outside: list[str] = []
+        errors: list[str] = []
+        page.on("request", lambda r: None if r.url.startswith(base) else outside.append(r.url))
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.route(lambda url: not url.startswith(base), lambda r: r.abort())
         try:
             page.goto(platform.console_url)
             idle(page)
@@ -117,3 +124,5 @@ def test_tables_fit_at_1280_px(chromium: Path, platform: Platform, tmp_path: Pat
     for name in ("queue", "escalations", "runs", "metrics"):
         keep_artifact(tmp_path / f"console-tables-{name}.png")
     assert {k: v for k, v in problems.items() if v} == {}
+    assert outside == []  # nothing asked of another host
+    assert errors == []  # and the browser console logged no error

@@ -138,6 +138,14 @@ def stats_body(**extra: Any) -> dict:
     return body
 
 
+# the tokens the fake orchestrator knows: a password login's session token (ana's, and rita's
+# in a cookie) and an API token named ci-reviewer
+TOKENS = {
+    "tok-123": {"id": "tok_ana", "name": "ana", "role": "reviewer"},
+    "rita-session": {"id": "tok_rita", "name": "rita", "role": "reviewer"},
+    "good-token": {"id": "tok_ci", "name": "ci-reviewer", "role": "reviewer"},
+}
+
 EMPTY_STATS = stats_body(
     runs_total=0,
     runs_by_status={},
@@ -189,10 +197,14 @@ class FakeClient:
             raise ApiError(401, "Unauthorized", "bad username or password")
         return {"token": "tok-123", "name": username, "role": "reviewer"}
 
-    def check_token(self) -> None:
-        self._log("check_token")
-        if self.token != "good-token":
+    def who_am_i(self) -> dict:
+        """``GET /v1/auth/me`` for the token this fake was given (the session's ``tok-123`` when
+        a test puts the token straight into session_state)."""
+        self._log("who_am_i")
+        known = TOKENS.get(self.token or "tok-123")
+        if known is None:
             raise ApiError(401, "Unauthorized", "unknown token")
+        return dict(known)
 
     def events(self, since: int = 0, limit: int = 500) -> list[dict]:
         self._log("events", since=since)
@@ -316,15 +328,6 @@ class FakeClient:
             raise ApiError(404, "NotFound", f"lesson {lesson_id} does not exist")
         self.lessons[lesson_id]["retired"] = True
         return self.lessons[lesson_id]
-
-
-def _token_role(self: FakeClient) -> str:
-    """The role the orchestrator reports for the token this fake sends."""
-    self._log("token_role")
-    return "reviewer"
-
-
-FakeClient.token_role = _token_role  # type: ignore[attr-defined]
 
 
 def run_detail(run_id: str = "run-1", **extra: Any) -> dict:

@@ -134,7 +134,7 @@ def test_retire_lesson_posts_and_surfaces_a_refusal():
     assert "needs the role reviewer" in info.value.detail
 
 
-def test_token_role_asks_who_the_token_belongs_to():
+def test_who_am_i_asks_whose_token_it_is():
     seen = []
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -143,10 +143,12 @@ def test_token_role_asks_who_the_token_belongs_to():
             return httpx.Response(200, json={"id": "tok_1", "name": "ci", "role": "reviewer"})
         return httpx.Response(401, json={"error": "Unauthorized", "detail": "bad token"})
 
-    assert make(handler).token_role() == "reviewer"
+    assert make(handler).who_am_i() == {"id": "tok_1", "name": "ci", "role": "reviewer"}
     assert seen == ["/v1/auth/me"]
     refused = ConsoleClient("http://orch", "wrong", transport=httpx.MockTransport(handler))
-    assert refused.token_role() is None
+    with pytest.raises(ApiError) as info:
+        refused.who_am_i()
+    assert (info.value.status, info.value.detail) == (401, "bad token")
 
 
 def test_a_read_on_a_connection_the_server_closed_is_sent_again_a_write_is_not():

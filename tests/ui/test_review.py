@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from console.client import ApiError
 from tests.ui.fakes import FakeClient, review_detail, review_item
-from tests.ui.test_app import APP, all_text, assert_clean, has_key, make_app
+from tests.ui.test_app import APP, all_text, assert_clean, has_key, make_app, shown
 
 CODE = (
     'def tides(day):\n    """Two a day."""\n    if day < 0:\n        return  -1\n\n    return 2\n'
@@ -170,6 +170,27 @@ def test_an_edit_shows_beside_the_version_it_replaced():
     assert "Original (round 2)" in all_text(at)
     edited = 'def tides(day):\n<span class="cc-ln">2</span>    return 2\n'
     assert edited in html
+    # across the page's whole width (not inside the output's column), with the changed lines
+    top = {getattr(node, "key", None) for node in at.main.children.values()}
+    assert "edit-beside" in top
+    assert 'class="diff_chg"' in html or 'class="diff_sub"' in html
+    assert "Changed lines" in [e.label for e in at.expander]
+
+
+def test_earlier_rounds_critiques_are_listed_as_tables():
+    at = open_review(CodeFake())
+    assert "Earlier rounds" in [s.value for s in at.subheader]
+    [history] = [e for e in at.expander if e.label.startswith("Round 1")]
+    assert shown(history.label) == "Round 1 · verdict revise (0.60) · 1 issue"
+    [issues] = history.dataframe
+    assert list(issues.value["suggestion"]) == ["two tides"]
+    assert list(issues.value["quote"]) == ["return 1"]
+    assert not history.get("json")  # a table, not JSON
+
+
+def test_no_earlier_critique_means_no_round_history():
+    at = open_review(FakeClient())  # only round 2's critique is known, and nothing before it
+    assert "Earlier rounds" not in [s.value for s in at.subheader]
 
 
 # ---------------------------------------------------------------- who may decide
@@ -193,6 +214,47 @@ def test_another_reviewer_reads_only_and_sees_who_holds_it_until_when():
     assert "use seven syllables" in all_text(at)  # the context is all there to read
 
 
+def reopened(fake: FakeClient) -> AppTest:
+    """A new browser session on the item's shared link, logged in by the session cookie."""
+    at = make_app(fake, token=None)
+    at.query_params["review"] = "rev-1"
+    at.run()
+    at.switch_page("views/review.py").run()
+    assert_clean(at)
+    return at
+
+
+def test_a_token_reviewer_still_holds_their_claim_after_a_reload(cookies):
+    """The claim is recorded on the token's id: the console asks GET /v1/auth/me whose token
+    the session cookie is, so a token login (no account name) keeps its decision panel."""
+    fake = claimed(FakeClient(), by="ci")  # held by the API token ci-reviewer (id tok_ci)
+    cookies.update(crosscheck_session="good-token")
+    at = reopened(fake)
+    assert at.session_state["user"]["id"] == "tok_ci"
+    assert at.radio(key="decision-action").options == ["comment", "approve", "edit", "reject"]
+    assert has_key(at, "release")
+    assert not [i for i in at.info if "holds this item" in i.value]
+
+
+def test_another_session_reads_a_token_holders_claim_only(cookies):
+    fake = claimed(FakeClient(), by="ci")
+    fake.reviews["rev-1"]["claimed_by_name"] = "ci-reviewer"
+    cookies.update(crosscheck_session="rita-session", crosscheck_who="rita%7Creviewer")
+    at = reopened(fake)
+    assert not has_key(at, "decision-action")
+    assert any("ci-reviewer holds this item" in shown(i.value) for i in at.info)
+
+
+def test_the_same_name_on_another_token_does_not_hold_the_claim():
+    """Only the claiming token can decide (the orchestrator checks its id), so a claim made
+    under another session of the same account is read-only here."""
+    fake = claimed(FakeClient(), by="ana")
+    fake.reviews["rev-1"]["claimed_by"] = "tok_ana_laptop"
+    at = open_review(fake)
+    assert not has_key(at, "decision-action")
+    assert any("ana holds this item" in shown(i.value) for i in at.info)
+
+
 def test_a_claim_conflict_says_until_when_in_words():
     fake = FakeClient()
     until = (datetime.now(UTC) + timedelta(minutes=4, seconds=35)).isoformat()
@@ -204,8 +266,11 @@ def test_a_claim_conflict_says_until_when_in_words():
     at = open_review(fake)
     at.button(key="review-claim").click().run()
     assert_clean(at)
-    assert at.error[0].value == "Could not claim: review rev-1 is claimed by bob for 5 more minutes"
-    assert not re.search(r"\d{4}-\d{2}-\d{2}T", at.error[0].value)
+    assert (
+        shown(at.error[0].value)
+        == "Could not claim: review rev-1 is claimed by bob for 5 more minutes"
+    )
+    assert not re.search(r"\d{4}-\d{2}-\d{2}T", shown(at.error[0].value))
 
 
 # ---------------------------------------------------------------- the decisions
@@ -214,13 +279,13 @@ def test_reject_needs_a_reason_and_a_confirmation():
     at = open_review(fake)
     at.radio(key="decision-action").set_value("reject").run()
     at.button(key="decision-submit").click().run()
-    assert "A reject needs the reason" in at.error[0].value
+    assert "A reject needs the reason" in shown(at.error[0].value)
     at.text_area(key="decision-reason").input("Off topic: it is about lakes.")
     at.button(key="decision-submit").click().run()
     assert_clean(at)
     assert fake.called("decide") == []  # not yet: it asks first
-    assert "Reject this run?" in at.warning[0].value
-    assert "Off topic: it is about lakes." in at.warning[0].value
+    assert "Reject this run?" in shown(at.warning[0].value)
+    assert "Off topic: it is about lakes." in shown(at.warning[0].value)
     at.button(key="decision-reject-cancel").click().run()
     assert not at.warning
     assert fake.called("decide") == []
@@ -230,7 +295,7 @@ def test_reject_needs_a_reason_and_a_confirmation():
     assert_clean(at)
     ((_, kwargs),) = fake.called("decide")
     assert (kwargs["action"], kwargs["comment"]) == ("reject", "Off topic: it is about lakes.")
-    assert at.success[0].value.startswith("You rejected the run.")
+    assert shown(at.success[0].value).startswith("You rejected the run.")
 
 
 def test_a_comment_is_sent_as_points_one_per_line():
@@ -279,7 +344,7 @@ def test_a_decided_item_reads_in_words():
     at = open_review(fake)
     text = all_text(at)
     assert "**Comment** by ana, 3 minutes ago." in text
-    assert "1. a\n1. b" in text
+    assert "1. a\n2. b" in text
     assert "tok_secret_id" not in text
     assert "idem-xyz" not in text
     assert "idem-xyz" not in str(at.json[0].value)
@@ -294,7 +359,7 @@ def cookies(monkeypatch):
 
 
 def test_a_reload_with_the_session_cookie_stays_logged_in_on_the_item(cookies):
-    cookies.update(crosscheck_session="good-token", crosscheck_who="rita%7Creviewer")
+    cookies.update(crosscheck_session="rita-session", crosscheck_who="rita%7Creviewer")
     fake = FakeClient()
     at = make_app(fake, token=None)
     at.query_params["review"] = "rev-1"
@@ -302,7 +367,7 @@ def test_a_reload_with_the_session_cookie_stays_logged_in_on_the_item(cookies):
     at.switch_page("views/review.py").run()
     assert_clean(at)
     assert at.title[0].value == "Review"
-    assert at.session_state["token"] == "good-token"
+    assert at.session_state["token"] == "rita-session"
     assert "Signed in as rita (reviewer)" in [c.value for c in at.sidebar.caption]
     assert fake.called("get_review") == [(("rev-1",), {})]
 
@@ -348,7 +413,9 @@ def test_token_login_shows_the_role_from_the_api(cookies):
     at.text_input(key="login-token-input").input("good-token")
     at.button(key="token-submit").click().run()
     assert_clean(at)
-    assert "Signed in with an API token (reviewer)" in [c.value for c in at.sidebar.caption]
+    assert "Signed in with the API token “ci-reviewer” (reviewer)" in [
+        shown(c.value) for c in at.sidebar.caption
+    ]
 
 
 def test_no_page_icon_loads_a_web_font():

@@ -1,6 +1,10 @@
 """The console's rendering helpers: what a reviewer sees is escaped and marks what changed."""
 
-from console.view import claimer, highlight, side_by_side, unified_diff
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from console.view import WORD_JOINER, claimer, highlight, md_literal, side_by_side, unified_diff
+from tests.ui.untrusted import HOSTILE, read
 
 
 def test_side_by_side_shows_both_rounds_and_marks_the_changed_line():
@@ -40,3 +44,67 @@ def test_claimer_prefers_the_name():
     assert claimer({"claimed_by": "tok_1", "claimed_by_name": "rita"}) == "rita"
     assert claimer({"claimed_by": "tok_1"}) == "tok_1"
     assert claimer({}) == "—"
+
+
+# ---------------------------------------------------------------- untrusted text
+def _every_markdown_slot(texts: list[str]) -> None:
+    """A page that puts each text, through md_literal, in every kind of Markdown slot."""
+    import streamlit as st
+
+    from console.view import md_literal
+
+    for text in texts:
+        safe = md_literal(text)
+        st.markdown(f"**Issue 1** · {safe}")
+        st.caption(safe)
+        st.error(f"Could not load: {safe}")
+        st.info(safe)
+        st.warning(safe)
+        st.success(safe)
+        st.subheader(safe)
+        with st.expander(f"Round 1 · {safe}"):
+            st.text(text)
+
+
+def _sources(at: AppTest) -> list[str]:
+    out: list[str] = []
+    for kind in ("markdown", "caption", "error", "info", "warning", "success", "subheader"):
+        out.extend(str(e.value) for e in getattr(at, kind))
+    out.extend(str(e.label) for e in at.expander)
+    return out
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_untrusted_text_renders_nothing_in_any_markdown_slot(text):
+    at = AppTest.from_function(_every_markdown_slot, args=([text],)).run()
+    assert not at.exception
+    sources = _sources(at)
+    assert len(sources) == 8
+    for source in sources:
+        reading = read(source)
+        assert reading.blocks == [], source  # no heading, list, quote or code block
+        assert reading.styled in ([], ["strong_open"]), source  # only the console's own bold
+        assert reading.rewritten == [], source  # no bare link, e-mail, emoji or icon font
+        shown = reading.text.replace("\u00a0", " ").replace("\n", " ")
+        assert " ".join(text.split()) in " ".join(shown.split())  # every character, as typed
+
+
+def test_escaped_text_reads_as_typed_and_ordinary_prose_is_unchanged():
+    prose = "Raise ValueError for negative days."
+    assert read(md_literal(prose)).text == prose
+    assert WORD_JOINER not in md_literal(prose)  # joiners only where a rewrite would match
+    indented = read(md_literal("    indented"))
+    assert (indented.blocks, indented.text.strip()) == ([], "indented")  # not a code block
+    assert read("    indented").blocks == ["code_block"]
+    assert read(md_literal("a\nb")).text == "a\nb"
+    assert md_literal(3) == "3"
+
+
+def test_the_checker_sees_what_streamlit_would_render():
+    """The checks above can fail: raw Markdown is caught by each of them."""
+    assert read("![x](http://evil.example/p.png)").styled == ["image"]
+    assert read("[a](b) _i_").styled == ["link_open", "em_open"]
+    assert read("# h").blocks
+    assert read("see http://evil.example").rewritten == ["http://"]
+    assert read("\\:smile\\:").rewritten == [":smile:"]  # escapes alone do not stop it
+    assert read(":material/home:").rewritten

@@ -1,38 +1,15 @@
-"""Entry point: ``streamlit run ui/console/app.py``. Builds navigation; pages only render.
+"""Entry point: ``streamlit run ui/console/app.py`` serves the console (``main.py``).
 
-Every page is registered whether or not the reviewer is logged in, so a shared link such as
-``/review?review=<id>`` always resolves: logged out, the login form shows in the page's place
-and, once logged in, the same URL renders the page it names. No page icons: Streamlit's
-``:material/...:`` icons load a font from a web host.
+``streamlit run`` finds the ``st.App`` below and serves it as an ASGI app: Streamlit's own
+server and routes, plus :mod:`console.server`'s page routes. Those answer a page's URL
+(``/review?review=<id>``, a reload, a shared link) with Streamlit's page, told where the
+server is, so the browser never probes ``/review/_stcore/health`` (a 404 and a console error
+each time) before finding it at the root; and it imports pandas and pyarrow before it
+answers its health check, not in the first reviewer's script run.
 """
 
 import streamlit as st
 
-from console.views import login as session
+from console.server import lifespan, page_routes
 
-st.set_page_config(page_title="Crosscheck reviewer console", layout="wide")
-
-session.restore()  # a session cookie from an earlier visit (reload, new tab, shared link)
-logged_in = bool(st.session_state.get("token"))
-
-page = st.navigation(
-    [
-        st.Page("views/queue.py", title="Queue", default=True),
-        st.Page("views/review.py", title="Review"),
-        st.Page("views/escalations.py", title="Escalations"),
-        st.Page("views/runs.py", title="Runs"),
-        st.Page("views/lessons.py", title="Lessons"),
-        st.Page("views/metrics.py", title="Metrics"),
-    ],
-    position="sidebar" if logged_in else "hidden",
-)
-if not logged_in:
-    session.drop_cookie()
-    session.show()
-else:
-    session.keep_cookie()
-    with st.sidebar:
-        st.caption(session.signed_in_as())
-        if st.button("Log out", key="logout"):
-            session.log_out()
-    page.run()
+app = st.App("main.py", routes=page_routes(), lifespan=lifespan)

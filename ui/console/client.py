@@ -121,17 +121,12 @@ class ConsoleClient:
         result: dict[str, Any] = self._json("POST", "/v1/auth/login", json=body)
         return result
 
-    def check_token(self) -> None:
-        """Raises :class:`ApiError` unless the token this client sends is accepted."""
-        self._request("GET", "/v1/runs", params={"limit": 1})
-
-    def token_role(self) -> str | None:
-        """The role of the token this client sends (``GET /v1/auth/me``), None if refused."""
-        try:
-            me: dict[str, Any] = self._json("GET", "/v1/auth/me")
-        except ApiError:
-            return None
-        return str(me["role"])
+    def who_am_i(self) -> dict[str, Any]:
+        """Whose token this client sends: ``{"id", "name", "role"}`` (``GET /v1/auth/me``).
+        Raises :class:`ApiError` (401) when the token is refused. The id is the token's (a
+        login session's own id for a password login): the one a claim is held by."""
+        me: dict[str, Any] = self._json("GET", "/v1/auth/me")
+        return me
 
     # ------------------------------------------------------------------ reviews
     def list_reviews(

@@ -68,13 +68,19 @@ td.diff_next { display: none; }
 </style>"""
 
 
-def side_by_side(previous: str | None, current: str) -> str:
-    """The previous round and this one in two columns, changed lines marked (escaped HTML)."""
+def side_by_side(
+    previous: str | None,
+    current: str,
+    *,
+    before: str = "previous round",
+    after: str = "this round",
+) -> str:
+    """``previous`` and ``current`` in two columns, changed lines marked (escaped HTML)."""
     table = difflib.HtmlDiff(tabsize=4, wrapcolumn=70).make_table(
         (previous or "").splitlines(),
         current.splitlines(),
-        fromdesc="previous round",
-        todesc="this round",
+        fromdesc=html.escape(before),
+        todesc=html.escape(after),
     )
     return SIDE_BY_SIDE_CSS + table
 
@@ -325,3 +331,36 @@ def short_id(value: str | None, keep: int = 8) -> str:
 
 # a LinkColumn shows the id's last 8 characters; copying the cell copies the link with the full id
 SHORT_ID_REGEX = r"=(?:[^&]*?)([^&_]{1,8})$"
+
+
+# ---------------------------------------------------------------- untrusted text
+WORD_JOINER = "\u2060"  # invisible, and not a word character: breaks the transforms' patterns
+NBSP = "\u00a0"
+_LEADING_BLANKS = re.compile(r"^[ \t]+", re.MULTILINE)
+_MD_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
+_MD_TRANSFORMED = re.compile(
+    r"(?<=\\:)(?=\\?[\w/+-])"  # :emoji:, :material/icon:, http:// (read after the escapes)
+    r"|(?<=\\@)(?=\\?[\w-])"  # name@host.tld as a mailto link
+    r"|(?<=www)(?=\\\.)",  # www.host.tld as a link
+    re.IGNORECASE,
+)
+
+
+def md_literal(value: Any) -> str:
+    """``value`` (text from a model, a reviewer or a user) for a Streamlit slot that reads
+    Markdown (alerts, captions, labels, a line mixing it with the console's own bold): it shows
+    as the same characters and renders nothing, no link, image, emphasis, colour, badge, math,
+    list or heading.
+
+    Every ASCII punctuation character is backslash-escaped (CommonMark reads each as itself).
+    Streamlit also rewrites text after parsing, when the escapes are already gone: bare URLs
+    and e-mail addresses become links, ``:name:`` an emoji and ``:material/name:`` an icon
+    font. An invisible word joiner (U+2060) after such a colon or ``@`` and after ``www``
+    keeps those patterns from matching; a line's leading blanks become no-break spaces (four
+    spaces would start a code block). Prose that needs no Markdown goes to ``st.text``."""
+    escaped = _MD_PUNCTUATION.sub(r"\\\1", str(value))
+    escaped = _MD_TRANSFORMED.sub(WORD_JOINER, escaped)
+    # a line's leading spaces would make an indented code block: no-break spaces show the same
+    return _LEADING_BLANKS.sub(
+        lambda m: m.group(0).replace("\t", "    ").replace(" ", NBSP), escaped
+    )

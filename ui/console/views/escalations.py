@@ -16,6 +16,7 @@ from console.view import (
     SHORT_ID_REGEX,
     claimer,
     deadline_words,
+    md_literal,
     parse_time,
     short_id,
     waited_words,
@@ -69,7 +70,7 @@ def _open(review_id: str, *, claim: bool) -> None:
         try:
             get_client().claim(review_id)
         except ApiError as exc:
-            st.error(f"Could not claim: {exc.detail}")
+            st.error(f"Could not claim: {md_literal(exc.detail)}")
             return
         st.session_state.pop("queue_items", None)
     st.session_state["review_id"] = review_id
@@ -133,7 +134,9 @@ def open_table(items: list[dict[str, Any]]) -> None:
         st.caption("Select a row to claim it and open it, or only to open it.")
         return
     item = items[rows[0]]
-    st.markdown(f"**{short_id(item['id'])}** · {item.get('reason') or 'escalation'}")
+    st.markdown(
+        f"**{md_literal(short_id(item['id']))}** · {md_literal(item.get('reason') or 'escalation')}"
+    )
     claim_col, open_col, _ = st.columns([1.3, 1, 4])
     if item["status"] == "pending" and claim_col.button(
         "Claim and open", key="esc-claim", type="primary", width="stretch"
@@ -183,7 +186,7 @@ try:
         for item in client.list_reviews(status=status, kind="escalation", limit=RECENT)["items"]
     ]
 except ApiError as exc:
-    st.error(f"Could not read the escalations: {exc.detail}")
+    st.error(f"Could not read the escalations: {md_literal(exc.detail)}")
     st.stop()
 
 # pending before claimed, oldest first: the longest wait is the most urgent

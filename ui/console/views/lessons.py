@@ -3,7 +3,7 @@
 import streamlit as st
 
 from console.client import ApiError, get_client
-from console.view import human_span, seconds_left
+from console.view import human_span, md_literal, seconds_left
 
 SHOW = {"active": "Active only", "retired": "Retired only", "all": "All"}
 
@@ -12,11 +12,11 @@ def _retire(lesson: dict) -> None:
     try:
         get_client().retire_lesson(lesson["id"])
     except ApiError as exc:
-        st.session_state["lessons-flash"] = ("error", f"Could not retire: {exc.detail}")
+        st.session_state["lessons-flash"] = ("error", f"Could not retire: {md_literal(exc.detail)}")
     else:
         st.session_state["lessons-flash"] = (
             "success",
-            f"Retired lesson {lesson['id']}: new runs will no longer get it.",
+            f"Retired lesson {md_literal(lesson['id'])}: new runs will no longer get it.",
         )
     st.session_state.pop("lessons-confirm", None)
 
@@ -26,10 +26,12 @@ def _card(lesson: dict, can_retire: bool) -> None:
         st.text(lesson["content"])
         age = seconds_left(lesson.get("created_at"))
         facts = [
-            f"scope `{lesson['scope']}`",
-            f"by {lesson.get('author') or 'unknown'}",
+            f"scope {md_literal(lesson['scope'])}",
+            f"by {md_literal(lesson.get('author') or 'unknown')}",
             f"used {lesson['uses']} time{'s' if lesson['uses'] != 1 else ''}",
-            f"from run `{lesson['source_run_id']}`" if lesson.get("source_run_id") else "",
+            f"from run {md_literal(lesson['source_run_id'])}"
+            if lesson.get("source_run_id")
+            else "",
             f"{human_span(-age)} ago" if age is not None else "",
             "**retired**" if lesson["retired"] else "",
         ]
@@ -61,7 +63,7 @@ def empty_state(scope: str, show: str) -> str:
     """Why the list is empty: no lessons at all, none active (all retired), none retired, or
     none in the scope asked for."""
     if scope:
-        return f"No {'' if show == 'all' else show + ' '}lessons in scope “{scope}”."
+        return f"No {'' if show == 'all' else show + ' '}lessons in scope “{md_literal(scope)}”."
     if show == "all":
         return "No lessons yet."
     try:
@@ -101,7 +103,7 @@ try:
         scope=scope.strip() or None, include_retired=show != "active"
     )
 except ApiError as exc:
-    st.error(f"Could not list lessons: {exc.detail}")
+    st.error(f"Could not list lessons: {md_literal(exc.detail)}")
     st.stop()
 if show == "retired":
     lessons = [lesson for lesson in lessons if lesson["retired"]]

@@ -1,6 +1,6 @@
 """Logging in (a username and password, or an API token) and the session cookie.
 
-``app.py`` calls :func:`restore` first: a session token kept in a cookie (12 hours, like the
+``main.py`` calls :func:`restore` first: a session token kept in a cookie (12 hours, like the
 orchestrator's session) logs the reviewer back in after a reload or in a new tab on a shared
 link. Logged out, every page's URL still resolves and shows :func:`show` in its place, so
 after logging in the reviewer is on the page (and item) the URL names.
@@ -16,11 +16,14 @@ from urllib.parse import unquote
 import streamlit as st
 
 from console.client import ApiError, get_client
+from console.view import md_literal
 
 COOKIE = "crosscheck_session"  # the session token; never in the URL
 WHO = "crosscheck_who"  # name and role, for display only (the API checks the token)
 SESSION = timedelta(hours=12)  # the orchestrator's session length
 SESSION_KEYS = ("token", "user", "client", "review_id", "my_claims", "cookie", "last_decision")
+# user: {"id": the token's id (who holds a claim), "name": an account's name (None for an API
+# token), "token_name": an API token's name, "role"}
 
 
 def read_cookies() -> Mapping[str, str]:
@@ -38,20 +41,43 @@ def restore() -> None:
     if st.session_state.get("token") or st.session_state.get("signed_out"):
         return
     cookies = read_cookies()
-    token = cookies.get(COOKIE)
-    if not token:
+    token, who = cookies.get(COOKIE), cookies.get(WHO)
+    if not isinstance(token, str) or not token:
         return
     client = _base_client().with_token(token)
+    name, _, role = unquote(who if isinstance(who, str) else "").partition("|")
+    user: dict[str, Any] = {"name": name or None, "role": role or None}
     try:
-        client.check_token()
+        user.update(_whom(client.who_am_i(), account=bool(name)))
     except ApiError as exc:
         if exc.status in (401, 403):  # expired or revoked: forget it
             st.session_state["signed_out"] = True
             return
-    name, _, role = unquote(cookies.get(WHO) or "").partition("|")
+        # the API does not answer: stay logged in; who holds what is asked again later
     st.session_state["token"] = token
-    st.session_state["user"] = {"name": name or None, "role": role or None}
+    st.session_state["user"] = user
     st.session_state["client"] = client
+
+
+def _whom(me: dict[str, Any], *, account: bool) -> dict[str, Any]:
+    """The session's user from ``GET /v1/auth/me``: an account's name, or an API token's."""
+    if account:
+        return {"id": me["id"], "name": me["name"], "role": me["role"]}
+    return {"id": me["id"], "name": None, "token_name": me["name"], "role": me["role"]}
+
+
+def my_id() -> str | None:
+    """The id of this session's token, the one the orchestrator records on a claim (asked
+    once per session; None while the API does not answer)."""
+    user = st.session_state.get("user") or {}
+    if user.get("id"):
+        return str(user["id"])
+    try:
+        me = get_client().who_am_i()
+    except ApiError:
+        return None
+    st.session_state["user"] = {**user, "id": me["id"]}
+    return str(me["id"])
 
 
 def _signed_in(client: Any, token: str, user: dict[str, Any], expires: Any = None) -> None:
@@ -64,7 +90,7 @@ def _signed_in(client: Any, token: str, user: dict[str, Any], expires: Any = Non
     st.session_state["token"] = token
     st.session_state["user"] = user
     st.session_state["client"] = client.with_token(token)
-    st.session_state["cookie"] = until.isoformat()  # app.py writes the cookie on the next run
+    st.session_state["cookie"] = until.isoformat()  # main.py writes the cookie on the next run
     st.session_state.pop("signed_out", None)
     st.rerun()
 
@@ -119,9 +145,11 @@ def drop_cookie() -> None:
 
 def signed_in_as() -> str:
     user = st.session_state.get("user") or {}
-    role = user.get("role") or "role unknown"
+    role = md_literal(user.get("role") or "role unknown")
     if user.get("name"):
-        return f"Signed in as {user['name']} ({role})"
+        return f"Signed in as {md_literal(user['name'])} ({role})"
+    if user.get("token_name"):
+        return f"Signed in with the API token “{md_literal(user['token_name'])}” ({role})"
     return f"Signed in with an API token ({role})"
 
 
@@ -129,7 +157,7 @@ def show() -> None:
     """The login form, shown in place of whatever page the URL names."""
     st.title("Crosscheck reviewer console")
     if wanted := st.query_params.get("review"):
-        st.caption(f"Log in to open review {wanted}.")
+        st.caption(f"Log in to open review {md_literal(wanted)}.")
     password_tab, token_tab = st.tabs(["Password", "Token"])
 
     with password_tab, st.form("login-password"):
@@ -140,7 +168,7 @@ def show() -> None:
             try:
                 answer = client.login(username, password)
             except ApiError as exc:
-                st.error(f"Login failed: {exc.detail}")
+                st.error(f"Login failed: {md_literal(exc.detail)}")
             else:
                 user = {"name": answer["name"], "role": answer["role"]}
                 _signed_in(client, answer["token"], user, answer.get("expires_at"))
@@ -151,9 +179,8 @@ def show() -> None:
             client = _base_client()
             candidate = client.with_token(token.strip())
             try:
-                candidate.check_token()
+                me = candidate.who_am_i()
             except ApiError as exc:
-                st.error(f"Token rejected: {exc.detail}")
+                st.error(f"Token rejected: {md_literal(exc.detail)}")
             else:
-                role = candidate.token_role() if hasattr(candidate, "token_role") else None
-                _signed_in(client, token.strip(), {"name": None, "role": role})
+                _signed_in(client, token.strip(), _whom(me, account=False))

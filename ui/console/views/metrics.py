@@ -8,6 +8,7 @@ import pandas as pd  # type: ignore[import-untyped]
 import streamlit as st
 
 from console.client import ApiError, get_client
+from console.view import md_literal
 
 PERIODS = {
     "all": ("All time", None),
@@ -67,7 +68,7 @@ since = datetime.now(UTC) - span if span is not None else None
 try:
     stats = get_client().stats(since=since)
 except ApiError as exc:
-    st.error(f"Could not load the metrics: {exc.detail}")
+    st.error(f"Could not load the metrics: {md_literal(exc.detail)}")
     st.stop()
 
 if not stats["runs_total"] and not stats["providers"]:

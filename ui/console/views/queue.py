@@ -12,7 +12,14 @@ from datetime import UTC, datetime
 import streamlit as st
 
 from console.client import ApiError, get_client
-from console.view import SHORT_ID_REGEX, claimer, deadline_words, kind_words, waited_words
+from console.view import (
+    SHORT_ID_REGEX,
+    claimer,
+    deadline_words,
+    kind_words,
+    md_literal,
+    waited_words,
+)
 
 KIND_LABEL = {"pre_critique": "pre-critique", "escalation": "escalation"}
 
@@ -95,7 +102,7 @@ def queue(kinds: list[str]) -> None:
         if _changed(client):
             st.session_state["queue_items"] = _load(client)
     except ApiError as exc:
-        st.error(f"Could not read the queue: {exc.detail}")
+        st.error(f"Could not read the queue: {md_literal(exc.detail)}")
         return
     items = [i for i in st.session_state.get("queue_items", []) if i["kind"] in kinds]
     if not items:
@@ -120,7 +127,7 @@ def queue(kinds: list[str]) -> None:
         task = (item.get("task") or "").split("\n", 1)[0]
         st.page_link(
             "views/review.py",
-            label=f"Open {kind_words(item)}: {task[:80]}",
+            label=f"Open {md_literal(kind_words(item))}: {md_literal(task[:80])}",
             query_params={"review": item["id"]},
         )
     else:

@@ -15,11 +15,13 @@ from console.view import (
     decision_banner,
     friendly_detail,
     marked_output,
+    md_literal,
     quote_spans,
     side_by_side,
     time_left,
     unified_diff,
 )
+from console.views import login as session
 
 ACTIONS = {
     "pre_critique": ["comment", "approve", "edit", "reject"],
@@ -52,19 +54,15 @@ SEVERITY_COLOR = {
 SOURCE_LABEL = {"human": "person", "critic": "Critic", "evaluator": "evaluator"}
 
 
-def _me() -> dict[str, Any]:
-    return st.session_state.get("user") or {}
-
-
 def _holds(review: dict[str, Any]) -> bool:
-    """Whether this session holds the claim: by the claiming token's id when this session made
-    the claim, else by name (the orchestrator checks again on every decision)."""
-    if review.get("status") != "claimed":
+    """Whether this session holds the claim: the orchestrator records the claiming token's
+    id, and only that token can decide, so the claim is ours when that id is this session's
+    (``GET /v1/auth/me``), after a reload too, whether we logged in with a password or a
+    token. Another session of the same account reads it like anyone else."""
+    holder = review.get("claimed_by")
+    if review.get("status") != "claimed" or not holder:
         return False
-    if review.get("claimed_by") and review["claimed_by"] in st.session_state.get("my_claims", {}):
-        return True
-    name = _me().get("name")
-    return bool(name) and review.get("claimed_by_name") == name
+    return holder in st.session_state.get("my_claims", {}) or holder == session.my_id()
 
 
 def _remember_claim(answer: Any) -> None:
@@ -105,8 +103,10 @@ def _issue_cards(text: str, critique: dict[str, Any] | None, *, code: bool) -> N
     for n, issue in enumerate(issues, start=1):
         with st.container(border=True, key=f"issue-{n}"):
             sev = str(issue.get("severity") or "?")
-            color = SEVERITY_COLOR.get(sev, "gray")
-            st.markdown(f"**{n}.** :{color}-badge[{sev}] · {issue.get('dimension') or ''}")
+            badge = (
+                f":{SEVERITY_COLOR[sev]}-badge[{sev}]" if sev in SEVERITY_COLOR else md_literal(sev)
+            )
+            st.markdown(f"**{n}.** {badge} · {md_literal(issue.get('dimension') or '')}")
             quote = issue.get("quote")
             if quote:
                 if code:
@@ -116,14 +116,14 @@ def _issue_cards(text: str, critique: dict[str, Any] | None, *, code: bool) -> N
                 if n not in found:
                     st.caption("This quote is not in the output word for word.")
             if issue.get("suggestion"):
-                st.markdown(f"Suggestion: {issue['suggestion']}")
+                st.text(f"Suggestion: {issue['suggestion']}")
 
 
 def _critique_line(critique: dict[str, Any] | None) -> str:
     if not critique:
         return "No critique of this version yet."
     verdict = critique.get("verdict") or critique.get("error_class") or "?"
-    line = f"The Critic's verdict: **{verdict}**"
+    line = f"The Critic's verdict: **{md_literal(verdict)}**"
     if critique.get("confidence") is not None:
         line += f" (confidence {float(critique['confidence']):.2f})"
     return line
@@ -144,7 +144,7 @@ def _output(review: dict[str, Any], run: dict[str, Any] | None) -> None:
     if this.get("provenance") == "human":
         edited = this.get("review") or {}
         st.info(
-            f"A person ({edited.get('edited_by') or 'a reviewer'}) wrote this version; "
+            f"A person ({md_literal(edited.get('edited_by') or 'a reviewer')}) wrote this version; "
             "the version it replaced is beside it under “Beside the previous round”."
         )
     st.markdown(_critique_line(critique))
@@ -176,25 +176,80 @@ def _output(review: dict[str, Any], run: dict[str, Any] | None) -> None:
             st.html(side_by_side(previous, output))
             with st.expander("As a unified diff"):
                 st.code(unified_diff(previous, output) or "(no change)", "diff")
-    _edit_beside(review, rounds, output, code=code)
 
 
-def _edit_beside(
-    review: dict[str, Any], rounds: dict[int, dict[str, Any]], output: str, *, code: bool
-) -> None:
-    """A version a reviewer wrote for this item, beside the version it replaced."""
-    for number, row in sorted(rounds.items()):
+def _edit_beside(review: dict[str, Any], run: dict[str, Any] | None) -> None:
+    """A version a reviewer wrote for this item beside the version it replaced, across the
+    page's whole width (each side about 480 px at 1280 px), then the changed lines."""
+    ctx = review.get("context") or {}
+    output = ctx.get("output") or ""
+    code = ctx.get("kind") == "code"
+    for row in (run or {}).get("rounds") or []:
         meta = row.get("review") or {}
         if row.get("provenance") != "human" or meta.get("review_id") != review["id"]:
             continue
-        st.subheader(f"Edited by {meta.get('edited_by') or 'a reviewer'} (round {number})")
-        left, right = st.columns(2)
-        with left:
-            st.markdown(f"**Original (round {meta.get('from_round', review['round'])})**")
-            st.html(marked_output(output, [], code=code))
-        with right:
-            st.markdown(f"**Edited (round {number})**")
-            st.html(marked_output(str(row.get("output") or ""), [], code=code))
+        number = row.get("number")
+        edited = str(row.get("output") or "")
+        original = f"Original (round {meta.get('from_round', review['round'])})"
+        st.subheader(
+            f"Edited by {md_literal(meta.get('edited_by') or 'a reviewer')} "
+            f"(round {md_literal(number)})"
+        )
+        with st.container(key="edit-beside"):
+            left, right = st.columns(2)
+            with left:
+                st.markdown(f"**{md_literal(original)}**")
+                st.html(marked_output(output, [], code=code))
+            with right:
+                st.markdown(f"**Edited (round {md_literal(number)})**")
+                st.html(marked_output(edited, [], code=code))
+            with st.expander("Changed lines", expanded=True):
+                st.html(side_by_side(output, edited, before=original, after="edited"))
+
+
+def _history(review: dict[str, Any], run: dict[str, Any] | None) -> None:
+    """Each earlier round's critique: its verdict, and its issues as a table."""
+    ctx = review.get("context") or {}
+    number = int(ctx.get("round") or review["round"])
+    critiques = {int(c.get("round") or 0): c for c in ctx.get("critiques") or []}
+    for row in (run or {}).get("rounds") or []:  # the run has every round; the item some
+        if row.get("critique") and int(row.get("number") or 0) not in critiques:
+            critiques[int(row["number"])] = row["critique"]
+    earlier = sorted(n for n in critiques if 0 < n < number)
+    if not earlier:
+        return
+    st.subheader("Earlier rounds")
+    for n in reversed(earlier):  # the most recent first
+        critique = critiques[n]
+        issues = [i for i in critique.get("issues") or [] if isinstance(i, dict)]
+        title = f"Round {n} · verdict {critique.get('verdict') or '?'}"
+        if isinstance(critique.get("confidence"), int | float):
+            title += f" ({float(critique['confidence']):.2f})"
+        title += f" · {len(issues)} issue{'s' if len(issues) != 1 else ''}"
+        with st.expander(md_literal(title), expanded=n == earlier[-1]):
+            if not issues:
+                st.caption("The Critic raised no issue on this round.")
+                continue
+            st.dataframe(
+                [
+                    {
+                        "severity": str(i.get("severity") or ""),
+                        "dimension": str(i.get("dimension") or ""),
+                        "quote": str(i.get("quote") or ""),
+                        "suggestion": str(i.get("suggestion") or ""),
+                    }
+                    for i in issues
+                ],
+                hide_index=True,
+                width="stretch",
+                key=f"history-issues-{n}",
+                column_config={
+                    "severity": st.column_config.TextColumn("Severity", width="small"),
+                    "dimension": st.column_config.TextColumn("Dimension", width="small"),
+                    "quote": st.column_config.TextColumn("Quote", width="medium"),
+                    "suggestion": st.column_config.TextColumn("Suggestion", width="large"),
+                },
+            )
 
 
 # ---------------------------------------------------------------- evidence
@@ -303,15 +358,15 @@ def _reflections(ctx: dict[str, Any]) -> None:
         source = SOURCE_LABEL.get(str(r.get("source")), str(r.get("source")))
         who = f" ({r['author']})" if r.get("author") and r.get("author") != r.get("source") else ""
         badge = ":blue-badge[binding]" if r.get("source") == "human" else ""
-        st.markdown(f"**Round {r.get('round')}** · {source}{who} {badge}")
+        st.markdown(f"**Round {md_literal(r.get('round'))}** · {md_literal(source + who)} {badge}")
         st.text(r.get("content") or "")
 
 
 def _escalation(ctx: dict[str, Any]) -> None:
     st.subheader("Why it stopped")
-    st.markdown(f"Stop reason: `{ctx.get('stop_reason')}`")
+    st.markdown(f"Stop reason: **{md_literal(ctx.get('stop_reason'))}**")
     if ctx.get("error_class") and ctx.get("error_class") != "none":
-        st.markdown(f"Error class: `{ctx['error_class']}`")
+        st.markdown(f"Error class: **{md_literal(ctx['error_class'])}**")
     if ctx.get("detail"):
         st.text(ctx["detail"])
     rounds = ctx.get("rounds") or []
@@ -340,7 +395,7 @@ def _send(review: dict[str, Any], action: str, **fields: Any) -> None:
         )
     except ApiError as exc:
         st.session_state[idem_key] = new_idempotency_key()  # a corrected form is a new request
-        st.error(f"Decision refused: {friendly_detail(exc.detail)}")
+        st.error(f"Decision refused: {md_literal(friendly_detail(exc.detail))}")
         return
     st.session_state["last_decision"] = result
     st.session_state.pop("reject-pending", None)
@@ -413,7 +468,7 @@ def _reject_form(review: dict[str, Any]) -> None:
     if pending and pending.get("review_id") == review["id"]:
         st.warning(
             "Reject this run? It stops as failed and cannot be resumed.\n\n"
-            f"Your reason: {pending['reason']}"
+            f"Your reason: {md_literal(pending['reason'])}"
         )
         yes, no = st.columns(2)
         if yes.button("Yes, reject", type="primary", key="decision-reject-confirm"):
@@ -475,19 +530,23 @@ def _decision_panel(review: dict[str, Any]) -> None:
 def _decided(review: dict[str, Any]) -> None:
     decision = review.get("decision") or {}
     st.subheader("Decision")
-    action = decision.get("action") or "?"
+    action = str(decision.get("action") or "?")
     who = decision.get("author") or "a reviewer"
-    st.markdown(f"**{ACTION_LABEL.get(action, action)}** by {who}, {ago(decision.get('at'))}.")
+    st.markdown(
+        f"**{md_literal(ACTION_LABEL.get(action, action))}** by {md_literal(who)}, "
+        f"{ago(decision.get('at'))}."
+    )
     points = decision.get("points") or []
     if points:
-        st.markdown("\n".join(f"1. {p}" for p in points))
+        st.text("\n".join(f"{n}. {p}" for n, p in enumerate(points, start=1)))
     elif decision.get("comment"):
         st.text(decision["comment"])
     if decision.get("rounds"):
-        st.markdown(f"More rounds given: {decision['rounds']}")
+        st.markdown(f"More rounds given: {md_literal(decision['rounds'])}")
     if decision.get("critic_verdict"):
         agreed = "agreed" if decision.get("agreed_with_critic") else "did not agree"
-        st.caption(f"The Critic's verdict was {decision['critic_verdict']}; the reviewer {agreed}.")
+        verdict = md_literal(decision["critic_verdict"])
+        st.caption(f"The Critic's verdict was {verdict}; the reviewer {agreed}.")
     if decision.get("lesson_id"):
         st.caption("The comment was kept as a lesson.")
 
@@ -516,13 +575,15 @@ if st.query_params.get("review") != review_id:
 
 done = st.session_state.get("last_decision")
 if done and done.get("review_id") == review_id:
-    st.success(decision_banner(done))
+    st.success(md_literal(decision_banner(done)))
 
 client = get_client()
 try:
     review = client.get_review(review_id)
 except ApiError as exc:
-    st.error(f"Could not load review {review_id}: {friendly_detail(exc.detail)}")
+    st.error(
+        f"Could not load review {md_literal(review_id)}: {md_literal(friendly_detail(exc.detail))}"
+    )
     st.page_link("views/queue.py", label="Back to the queue")
     st.stop()
 try:
@@ -533,9 +594,10 @@ except ApiError:
 ctx = review.get("context") or {}
 holder = _holds(review)
 st.markdown(
-    f"**{KIND_LABEL.get(review['kind'], review['kind'])}** · status **{review['status']}**"
-    f" · round {review['round']} · run `{review['run_id']}`"
-    + (f"  \nWhy it waits: {review['reason']}" if review.get("reason") else "")
+    f"**{md_literal(KIND_LABEL.get(review['kind'], review['kind']))}**"
+    f" · status **{md_literal(review['status'])}** · round {md_literal(review['round'])}"
+    f" · run {md_literal(review['run_id'])}"
+    + (f"  \nWhy it waits: {md_literal(review['reason'])}" if review.get("reason") else "")
 )
 st.page_link("views/queue.py", label="Back to the queue")
 
@@ -549,7 +611,7 @@ if review["status"] == "pending":
         try:
             _remember_claim(client.claim(review_id))
         except ApiError as exc:
-            st.error(f"Could not claim: {friendly_detail(exc.detail)}")
+            st.error(f"Could not claim: {md_literal(friendly_detail(exc.detail))}")
         else:
             st.session_state.pop("queue_items", None)
             st.rerun()
@@ -561,18 +623,19 @@ elif review["status"] == "claimed" and holder:
             _remember_claim(client.claim(review_id))
             st.rerun()
         except ApiError as exc:
-            st.error(f"Could not renew: {friendly_detail(exc.detail)}")
+            st.error(f"Could not renew: {md_literal(friendly_detail(exc.detail))}")
     if bar[2].button("Release", key="release", help="Give it back to the queue"):
         try:
             client.release(review_id)
         except ApiError as exc:
-            st.error(f"Could not release: {friendly_detail(exc.detail)}")
+            st.error(f"Could not release: {md_literal(friendly_detail(exc.detail))}")
         else:  # stay here: it is pending again
             st.session_state.pop("queue_items", None)
             st.rerun()
 elif review["status"] == "claimed":
+    until = time_left(review.get("lease_expires_at"))
     bar[0].info(
-        f"{claimer(review)} holds this item {time_left(review.get('lease_expires_at'))}: "
+        f"{md_literal(claimer(review))} holds this item {until}: "
         "you can read it; only they can decide it until they decide or release it."
     )
 
@@ -594,4 +657,6 @@ with right:
     _reflections(ctx)
     if review["kind"] == "escalation":
         _escalation(ctx)
+_edit_beside(review, run)
+_history(review, run)
 _raw(review)

@@ -11,7 +11,7 @@ from typing import Any
 import streamlit as st
 
 from console.client import ApiError, get_client
-from console.view import marked_output, parse_time, short_id
+from console.view import marked_output, md_literal, parse_time, short_id
 from shared.orchestration import RunStatus
 
 STATUSES = ["", *(s.value for s in RunStatus)]
@@ -65,16 +65,15 @@ def _round_title(rnd: dict[str, Any], decisions: list[dict[str, Any]]) -> str:
     if critique.get("verdict"):
         conf = critique.get("confidence")
         bits.append(
-            f"critic: {critique['verdict']}"
+            f"critic: {md_literal(critique['verdict'])}"
             + (f" ({float(conf):.2f})" if isinstance(conf, int | float) else "")
         )
     evaluation = rnd.get("evaluation")
     if evaluation:
         bits.append("evaluation passed" if evaluation.get("passed") else "evaluation failed")
     for d in decisions:
-        bits.append(
-            f"{d.get('author') or 'a person'} {ACTION_WORDS.get(str(d.get('action')), '?')}"
-        )
+        who = md_literal(d.get("author") or "a person")
+        bits.append(f"{who} {ACTION_WORDS.get(str(d.get('action')), '?')}")
     return " · ".join(bits)
 
 
@@ -106,11 +105,11 @@ def _evaluation(evaluation: dict[str, Any], key: str) -> None:
 
 def _critique(critique: dict[str, Any], key: str) -> None:
     conf = critique.get("confidence")
-    head = f"**Critique**: {critique.get('verdict') or '?'}"
+    head = f"**Critique**: {md_literal(critique.get('verdict') or '?')}"
     if isinstance(conf, int | float):
         head += f", confidence {float(conf):.2f}"
     if critique.get("error_class") and critique["error_class"] != "none":
-        head += f", error class {critique['error_class']}"
+        head += f", error class {md_literal(critique['error_class'])}"
     st.markdown(head)
     issues = [i for i in critique.get("issues") or [] if isinstance(i, dict)]
     if issues:
@@ -138,10 +137,11 @@ def _critique(critique: dict[str, Any], key: str) -> None:
 
 
 def _decision_line(d: dict[str, Any]) -> str:
-    who = d.get("author") or "a person"
-    line = f"**Human decision**: {who} {ACTION_WORDS.get(str(d.get('action')), d.get('action'))}"
+    who = md_literal(d.get("author") or "a person")
+    action = str(d.get("action"))
+    line = f"**Human decision**: {who} {ACTION_WORDS.get(action) or md_literal(action)}"
     if d.get("rounds"):
-        line += f" ({d['rounds']} more)"
+        line += f" ({md_literal(d['rounds'])} more)"
     return line
 
 
@@ -157,24 +157,24 @@ def _decisions(client, run_id: str) -> dict[int, list[dict[str, Any]]]:
             if decision:
                 out.setdefault(int(item["round"]), []).append(decision)
     except ApiError as exc:
-        st.caption(f"Could not read the decisions on this run: {exc.detail}")
+        st.caption(f"Could not read the decisions on this run: {md_literal(exc.detail)}")
     return out
 
 
 def timeline(client, run: dict[str, Any]) -> None:
     code = run.get("kind") == "code"
-    facts = [f"**{run['status']}**"]
+    facts = [f"**{md_literal(run['status'])}**"]
     if run.get("stop_reason"):
-        facts.append(f"stopped: {run['stop_reason']}")
+        facts.append(f"stopped: {md_literal(run['stop_reason'])}")
     if run.get("error_class") and run["error_class"] != "none":
-        facts.append(f"error class {run['error_class']}")
+        facts.append(f"error class {md_literal(run['error_class'])}")
     facts.append(f"tokens {run.get('input_tokens') or 0} in / {run.get('output_tokens') or 0} out")
     facts.append(f"cost {_money(run.get('cost_usd'))}")
     st.subheader("Timeline")
     st.code(run["id"], language=None)
     st.markdown(" · ".join(facts))
     if run.get("detail"):
-        st.caption(str(run["detail"]))
+        st.text(str(run["detail"]))
     st.text(run["task"])
     reflections: dict[int, list[dict[str, Any]]] = {}
     for r in run.get("reflections") or []:
@@ -189,8 +189,10 @@ def timeline(client, run: dict[str, Any]) -> None:
         with st.expander(_round_title(rnd, said), expanded=i == len(rounds) - 1):
             if rnd.get("provenance") == "human":
                 edit = rnd.get("review") or {}
-                by = edit.get("edited_by") or "a reviewer"
-                st.markdown(f"**Edited by {by}** (from round {edit.get('from_round', '?')})")
+                by = md_literal(edit.get("edited_by") or "a reviewer")
+                st.markdown(
+                    f"**Edited by {by}** (from round {md_literal(edit.get('from_round', '?'))})"
+                )
             st.html(marked_output(str(rnd.get("output") or ""), [], code=code))
             if rnd.get("evaluation"):
                 _evaluation(rnd["evaluation"], key=f"run-eval-{number}")
@@ -198,7 +200,9 @@ def timeline(client, run: dict[str, Any]) -> None:
                 _critique(rnd["critique"], key=f"run-issues-{number}")
             for r in reflections.get(number, []):
                 who = "human" if r.get("source") == "human" else str(r.get("source"))
-                st.markdown(f"**Reflection** ({who}, {r.get('author') or '?'}):")
+                st.markdown(
+                    f"**Reflection** ({md_literal(who)}, {md_literal(r.get('author') or '?')}):"
+                )
                 st.text(str(r.get("content") or ""))
             for d in said:
                 st.markdown(_decision_line(d))
@@ -227,10 +231,10 @@ status = status_col.selectbox(
 try:
     runs = client.list_runs(status=status or None, limit=50, q=query or None)["items"]
 except ApiError as exc:
-    st.error(f"Could not list runs: {exc.detail}")
+    st.error(f"Could not list runs: {md_literal(exc.detail)}")
     st.stop()
 if not runs:
-    wanted = [f"“{query}”" if query else "", f"status {status}" if status else ""]
+    wanted = [f"“{md_literal(query)}”" if query else "", f"status {status}" if status else ""]
     match = " with ".join(w for w in wanted if w)
     st.info(f"No runs match {match}." if match else "No runs.")
     st.stop()
@@ -263,6 +267,6 @@ if not run_id:
 try:
     run = client.get_run(run_id)
 except ApiError as exc:
-    st.error(f"Could not load run {run_id}: {exc.detail}")
+    st.error(f"Could not load run {md_literal(run_id)}: {md_literal(exc.detail)}")
     st.stop()
 timeline(client, run)

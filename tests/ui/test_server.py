@@ -1,0 +1,78 @@
+"""The routes the console adds to Streamlit's server: a page's own URL gets Streamlit's page
+with the server's base URL in it, so the frontend probes only ``/_stcore/health``."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from starlette.applications import Starlette
+from starlette.testclient import TestClient
+from streamlit import config
+
+from console import server
+from console.pages import PAGES
+
+APP = Path(__file__).resolve().parents[2] / "ui" / "console" / "app.py"
+LOCATOR = 'BACKEND_BASE_URL: new URL("/", window.location.origin).href'
+
+
+@pytest.fixture
+def client() -> TestClient:
+    return TestClient(Starlette(routes=server.page_routes()))
+
+
+@pytest.mark.parametrize("path", ["/", "/review?review=rev_1", *(f"/{p.url_path}" for p in PAGES)])
+def test_every_page_url_names_the_server_root(client, path):
+    answer = client.get(path)
+    assert answer.status_code == 200
+    assert answer.headers["cache-control"] == "no-cache"
+    head = answer.text.split("</head>", 1)[0]
+    # before Streamlit's bundle, which reads window.__streamlit once when it loads
+    assert head.index(LOCATOR) < head.index('src="./static/js/index.')
+
+
+def test_other_paths_are_left_to_streamlit(client):
+    for path in ("/favicon.png", "/review/_stcore/health", "/nowhere", "/_stcore/health"):
+        assert client.get(path).status_code == 404  # not ours: Streamlit's server answers
+
+
+def test_a_base_url_path_is_kept(monkeypatch):
+    monkeypatch.setattr(config, "get_option", lambda name: "/console/")
+    answer = TestClient(Starlette(routes=server.page_routes())).get("/console/review")
+    assert answer.status_code == 200
+    assert 'new URL("/console/", window.location.origin)' in answer.text
+
+
+def test_streamlit_run_serves_the_app_with_those_routes():
+    """``streamlit run app.py`` finds ``app = st.App(...)`` by reading the file, not running it."""
+    from streamlit.web.server.app_discovery import discover_asgi_app
+
+    found = discover_asgi_app(APP)
+    assert (found.is_asgi_app, found.app_name) == (True, "app")
+    calls = [n for n in ast.walk(ast.parse(APP.read_text())) if isinstance(n, ast.Call)]
+    assert any(k.arg == "routes" for c in calls for k in c.keywords)
+
+
+def _python(code: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return done.stdout.split()
+
+
+def test_the_server_imports_pandas_and_pyarrow_before_it_serves():
+    """Streamlit imports them on the first custom component or table, which was the session
+    cookie's right after the first login: seconds of a blank queue on a busy machine."""
+    loaded = "print('pandas' in sys.modules, 'pyarrow' in sys.modules)"
+    assert _python(f"import sys, console.server\n{loaded}") == ["False", "False"]
+    started = (
+        "import asyncio, sys\n"
+        "from console.server import lifespan\n"
+        "async def serve():\n"
+        "    async with lifespan(None):\n"
+        f"        {loaded}\n"
+        "asyncio.run(serve())\n"
+    )
+    assert _python(started) == ["True", "True"]
