@@ -180,8 +180,9 @@ class SdkNodes:
         import openai
 
         from actor.service import ActorOutput
-        from critic.rubrics import RUBRICS
-        from shared.contracts import Critique, Reflection, TaskKind
+        from critic.profiles import ProfileBook
+        from critic.settings import CriticSettings
+        from shared.contracts import Critique, Depth, Reflection, TaskKind
         from shared.prompting import PromptBook
         from shared.providers.base import strict_json_schema
 
@@ -195,9 +196,18 @@ class SdkNodes:
         self.actor_prompts = PromptBook("actor")
         self.critic_prompts = PromptBook("critic")
         self.actor_system = self.actor_prompts.render("system.j2", kind=TASK_KIND, entry_point=None)
+        # The Critic's default profile for the task kind at that profile's default depth (a
+        # fixed depth here; `auto` is not the default of any shipped profile for this kind).
+        profile = ProfileBook.load().choose(None, TaskKind(TASK_KIND))
+        depth = profile.default_depth
+        if depth is Depth.auto:
+            raise SystemExit("bench.peers: the default profile's depth is auto; pin one")
         self.critic_system = self.critic_prompts.render(
-            "system.j2", rubric=RUBRICS[TaskKind(TASK_KIND)]
+            "system.j2", profile=profile, depth_template=f"depth_{depth.value}.j2"
         )
+        caps = CriticSettings.model_fields
+        depth_cap = caps[f"{depth.value.lower()}_max_tokens"].default
+        self.critic_max_tokens = min(int(depth_cap), MAX_TOKENS)
         self.actor_format = {
             "type": "json_schema",
             "json_schema": {
@@ -259,11 +269,13 @@ class SdkNodes:
             binding=[],
             advisory=[],
             points=[],
+            first_round=None,
+            knowledge=[],
             output=state["output"],
         )
         message = await self.anthropic.messages.create(
             model=DEMO_MODEL,
-            max_tokens=MAX_TOKENS,
+            max_tokens=self.critic_max_tokens,
             system=self.critic_system,
             messages=[{"role": "user", "content": user}],
             tools=[self.critic_tool],
