@@ -54,6 +54,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, TypedDict
 
+from bench.procstat import cpu_seconds, peak_rss_mb
+
 ROOT = Path(__file__).resolve().parents[1]
 MAX_ROUNDS = 3  # Crosscheck's default policy, and what bench/reflection_loop.py asks for
 DEMO_MODEL = "scripted-demo"  # what Crosscheck's services send when the demo model stands in
@@ -75,19 +77,6 @@ def log(message: str) -> None:
 
 
 # =============================================================== /proc readings
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (fields 14 and 15 of /proc/<pid>/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def reset_peak_rss(pid: int) -> bool:

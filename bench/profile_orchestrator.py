@@ -24,7 +24,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench.reflection_loop import Driver, Platform, cpu_seconds
+from bench.procstat import cpu_seconds
+from bench.reflection_loop import Driver, Platform
 
 # Each sample goes to the innermost frame that names an owner (walking from the leaf up);
 # libraries doing work for an owner (SQLAlchemy, pydantic, json, asyncio) count for it.

@@ -12,6 +12,7 @@ from critic.app import create_app
 from shared.errors import ConfigurationError
 from shared.logging import configure_logging
 from shared.replay import redis_prefix
+from tests.critic.conftest import scripted
 from tests.support.apps import serving
 from tests.support.databases import require_redis
 from tests.support.factories import critic_settings
@@ -50,26 +51,7 @@ async def critic(fake_model, service_token):
         yield client
 
 
-JUSTIFICATION = (
-    "Every requirement of the task is answered in the output; the figures agree with the task "
-    "and with each other, and no claim lacks support."
-)
-
-
-def verdict(**overrides) -> dict:
-    """A scripted critique; one without issues states ``no_error_found`` with a justification."""
-    body = {
-        "verdict": "revise",
-        "confidence": 0.8,
-        "issues": [],
-        "reflection": "Tighten the argument.",
-        "error_class": "logic",
-        **overrides,
-    }
-    if not body["issues"]:
-        body.setdefault("no_error_found", True)
-        body.setdefault("justification", JUSTIFICATION)
-    return body
+verdict = scripted  # a scripted critique (tests/critic/conftest.py)
 
 
 class TestCritique:

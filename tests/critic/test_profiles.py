@@ -162,18 +162,18 @@ class TestProfileFiles:
             ),
             (
                 lambda t: t.replace('name = "double"', 'name = "other"'),
-                "error_types[4].name",
+                "error_types.4.name",
                 "implied",
             ),
             (
                 lambda t: t.replace('name = "accuracy"', 'name = "Accuracy!"'),
-                "dimensions[0].name",
+                "dimensions.0.name",
                 "pattern",
             ),
             (lambda t: t.replace('persona = "', 'personna = "'), "persona", "Field required"),
             (
                 lambda t: t.replace('kinds = ["text"]', 'kinds = ["poetry"]'),
-                "kinds[0]",
+                "kinds.0",
                 "'text' or 'code'",
             ),
         ],

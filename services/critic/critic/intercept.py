@@ -3,15 +3,15 @@ and the rule that says whether a critique caught it."""
 
 from __future__ import annotations
 
-import tomllib
 from importlib.resources import files
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field, StringConstraints, ValidationError
+from pydantic import Field, StringConstraints
 
 from critic.service import quote_found
 from shared.contracts import CritiqueResult, Depth, ProfileName, TaskKind, TaskText, WireModel
+from shared.datafiles import load_toml_model
 
 TARGET = 0.65
 
@@ -69,18 +69,12 @@ def shipped_set() -> Path:
 
 
 def load_set(path: Path) -> list[InterceptItem]:
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-        items = InterceptSet.model_validate(data).items
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise InterceptSetError(f"{path}: cannot be read: {exc}") from None
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise InterceptSetError(f"{path}: field `{where}`: {first['msg']}") from None
+    items = load_toml_model(path, InterceptSet, "labelled set", InterceptSetError).items
     for item in items:
         if item.span not in item.output:
-            raise InterceptSetError(f"{path}: item {item.id!r}: `span` is not in `output`")
+            raise InterceptSetError(
+                f"labelled set {path}: item {item.id!r}: `span` is not in `output`"
+            )
     return items
 
 

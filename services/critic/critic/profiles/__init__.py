@@ -9,14 +9,14 @@ and a bad one stops it with an error naming the file and the field.
 
 from __future__ import annotations
 
-import tomllib
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, StringConstraints, ValidationError, field_validator
+from pydantic import Field, StringConstraints, field_validator
 
 from shared.contracts import Depth, ProfileName, TaskKind, WireModel
+from shared.datafiles import load_toml_model
 from shared.errors import AppError, ConfigurationError, NotFound
 
 SHIPPED_DIR = Path(__file__).parent
@@ -92,27 +92,8 @@ class UnknownProfile(AppError):
     status_code = 422
 
 
-def _where(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(file)"
-
-
 def load_profile(path: Path) -> Profile:
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProfileError(f"profile {path}: cannot be read: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ProfileError(f"profile {path}: not valid TOML: {exc}") from None
-    try:
-        profile = Profile.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"field `{_where(tuple(e['loc']))}`: {e['msg']}" for e in exc.errors()[:5]
-        )
-        raise ProfileError(f"profile {path}: {problems}") from None
+    profile = load_toml_model(path, Profile, "profile", ProfileError)
     if profile.name != path.stem:
         raise ProfileError(
             f"profile {path}: field `name`: {profile.name!r} must match the file name {path.stem!r}"

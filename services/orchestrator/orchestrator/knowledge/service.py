@@ -3,10 +3,8 @@ Critic by the text index (top entries above a score threshold)."""
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
-from pydantic import ValidationError
 from sqlmodel import Session, col, select
 
 from orchestrator.knowledge import index
@@ -19,6 +17,7 @@ from orchestrator.knowledge.schemas import (
 )
 from orchestrator.tables import KnowledgeEntry, new_id, utcnow
 from shared.contracts import KnowledgeKind, KnowledgeNote, TaskKind
+from shared.datafiles import load_toml_model
 from shared.errors import ConfigurationError, NotFound
 
 TOP = 3
@@ -182,20 +181,7 @@ class KnowledgeService:
 
 
 def read_pack(path: Path) -> list[KnowledgeEntry]:
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PackError(f"knowledge pack {path}: cannot be read: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise PackError(f"knowledge pack {path}: not valid TOML: {exc}") from None
-    try:
-        pack = PackFile.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(
-            "field `" + ".".join(str(p) for p in e["loc"]) + f"`: {e['msg']}"
-            for e in exc.errors()[:5]
-        )
-        raise PackError(f"knowledge pack {path}: {problems}") from None
+    pack = load_toml_model(path, PackFile, "knowledge pack", PackError)
     keys = [e.key for e in pack.entries]
     repeated = sorted({k for k in keys if keys.count(k) > 1})
     if repeated:
