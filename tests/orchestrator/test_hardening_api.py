@@ -6,8 +6,10 @@ import asyncio
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.orm import Session
 from structlog.testing import capture_logs
 
+from orchestrator.tables import ApiToken
 from tests.orchestrator.conftest import mint, start, wait_for
 from tests.orchestrator.test_loop import actor_reply, critique
 
@@ -67,6 +69,33 @@ class TestRevocation:
             assert results[0].status_code == 204
             after = await api.get("/v1/runs", headers=headers)
             assert after.status_code == 401, after.text
+
+    async def test_a_request_during_the_revocation_cannot_cache_the_token_again(self, api):
+        """The window the old order left open, made certain: while the revoking transaction
+        is about to commit, a request with the token authenticates (the row still says it is
+        valid) and caches it. The cache must be emptied after the commit, not before."""
+        minted = (await api.post("/v1/tokens", json={"name": "s", "role": "service"})).json()
+        headers = bearer(minted["token"])
+        loop = asyncio.get_running_loop()
+        during: list[int] = []
+
+        def before_commit(session: Session) -> None:
+            if during:
+                return
+            row = session.get(ApiToken, minted["id"])
+            revoking = row is not None and row.revoked_at is not None
+            if revoking:
+                call = asyncio.run_coroutine_threadsafe(api.get("/v1/runs", headers=headers), loop)
+                during.append(call.result(timeout=10).status_code)
+
+        sa.event.listen(Session, "before_commit", before_commit)
+        try:
+            assert (await api.delete(f"/v1/tokens/{minted['id']}")).status_code == 204
+        finally:
+            sa.event.remove(Session, "before_commit", before_commit)
+        assert during == [200]  # the request in the window was let in, and cached the token
+        after = await api.get("/v1/runs", headers=headers)
+        assert after.status_code == 401, after.text
 
 
 BAD_SCHEMAS = [
