@@ -13,6 +13,7 @@ from orchestrator.engine.policy import (
 )
 from shared.orchestration import Policy
 from tests.orchestrator.conftest import start, wait_for
+from tests.orchestrator.test_loop import critique as scripted_body
 
 
 class TestChangeRatio:
@@ -424,15 +425,10 @@ def database_url(tmp_path):
 
 
 def scripted_critique(verdict: str, confidence: float) -> dict:
+    reflection = "Name the Moon's pull." if verdict == "revise" else "Good."
     return {
         "stage": "critique",
-        "response": {
-            "verdict": verdict,
-            "confidence": confidence,
-            "issues": [],
-            "reflection": "Name the Moon's pull." if verdict == "revise" else "Good.",
-            "error_class": "none" if verdict == "pass" else "logic",
-        },
+        "response": {**scripted_body(verdict, reflection=reflection), "confidence": confidence},
     }
 
 
