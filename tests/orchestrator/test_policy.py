@@ -220,6 +220,15 @@ class TestConvergence:
         assert reason(stop) == expected
 
 
+# each budget just past its limit, and just inside or at it
+EACH_BUDGET = [
+    ({"max_cost_usd": 0.05}, 0, 0.0501, "budget_exceeded"),
+    ({"max_cost_usd": 0.05}, 0, 0.0499, None),
+    ({"max_tokens": 100}, 101, 0.0, "budget_exceeded"),
+    ({"max_tokens": 100}, 100, 0.0, None),
+]
+
+
 class TestBudget:
     @pytest.mark.parametrize(
         ("policy", "tokens", "cost", "expected"),
@@ -252,15 +261,7 @@ class TestBudget:
                 expected,
             )
 
-    @pytest.mark.parametrize(
-        ("policy", "tokens", "cost", "expected"),
-        [
-            ({"max_cost_usd": 0.05}, 0, 0.0501, "budget_exceeded"),
-            ({"max_cost_usd": 0.05}, 0, 0.0499, None),
-            ({"max_tokens": 100}, 101, 0.0, "budget_exceeded"),
-            ({"max_tokens": 100}, 100, 0.0, None),
-        ],
-    )
+    @pytest.mark.parametrize(("policy", "tokens", "cost", "expected"), EACH_BUDGET)
     def test_each_budget_stops_a_run_after_a_new_version(self, policy, tokens, cost, expected):
         stop = after_output(
             Policy(**policy),
@@ -270,15 +271,7 @@ class TestBudget:
         )
         assert reason(stop) == expected
 
-    @pytest.mark.parametrize(
-        ("policy", "tokens", "cost", "expected"),
-        [
-            ({"max_cost_usd": 0.05}, 0, 0.0501, "budget_exceeded"),
-            ({"max_cost_usd": 0.05}, 0, 0.0499, None),
-            ({"max_tokens": 100}, 101, 0.0, "budget_exceeded"),
-            ({"max_tokens": 100}, 100, 0.0, None),
-        ],
-    )
+    @pytest.mark.parametrize(("policy", "tokens", "cost", "expected"), EACH_BUDGET)
     def test_each_budget_stops_a_run_after_a_critique(self, policy, tokens, cost, expected):
         stop = after_critique(
             Policy(**policy),

@@ -3,18 +3,10 @@
 
 import pytest
 
-from tests.critic.conftest import JUSTIFICATION
+from tests.critic.conftest import scripted
 from tests.orchestrator.conftest import start, wait_for
 
-PASS = {
-    "verdict": "pass",
-    "confidence": 0.9,
-    "issues": [],
-    "reflection": "Nothing to change.",
-    "error_class": "none",
-    "no_error_found": True,
-    "justification": JUSTIFICATION,
-}
+PASS = scripted(verdict="pass", confidence=0.9, reflection="Nothing to change.", error_class="none")
 
 
 @pytest.fixture

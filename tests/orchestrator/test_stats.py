@@ -11,6 +11,7 @@ import yaml
 from sqlmodel import Session
 
 from orchestrator.stats.service import StatsService
+from tests.critic.conftest import scripted
 from tests.orchestrator.conftest import mint, start, wait_for
 
 PASSES = "Explain why the sky is blue."  # the fake critic passes round 2
@@ -223,18 +224,7 @@ class TestCriticAgreement:
         assert (await stats(api))["critic_agreement"] == []
 
 
-PASS = {
-    "verdict": "pass",
-    "confidence": 0.9,
-    "issues": [],
-    "reflection": "Nothing to change.",
-    "error_class": "none",
-    "no_error_found": True,
-    "justification": (
-        "Every requirement of the task is answered in the output; the figures agree with the "
-        "task and with each other, and no claim lacks support."
-    ),
-}
+PASS = scripted(verdict="pass", confidence=0.9, reflection="Nothing to change.", error_class="none")
 
 
 class TestReflectionHealth:
