@@ -24,6 +24,10 @@ WORKER_GROUPS = {
     "tests/crosscheck/test_supervisor.py::TestStartStopCycles::": "platforms",
     "tests/crosscheck/test_supervisor.py::TestUpWithReplicas::": "platforms",
     "tests/orchestrator/test_webhooks.py::": "webhooks",  # receivers down, slow, kill -9
+    # Fork bombs and layer probes run as the sandbox user, and each test checks that no process
+    # of that user outlived its job (an orphan re-parented to pid 1 counts, whoever left it):
+    # one sandbox test at a time, so one test's dying jobs are not another's strays.
+    "tests/sandbox/": "sandbox",
 }
 
 
