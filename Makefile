@@ -29,5 +29,7 @@ pytest:         ## only the tests (after `make install`)
 	uv run --frozen pytest
 
 # LangGraph (the peers of bench.peers) comes from the `bench` dependency group, installed only here.
-bench:          ## benchmarks; each prints its figures
+# The figures are kept in var/bench/results.json; bench/REPORT.md and its PNGs are made from them
+# (`uv run --frozen python -m bench.report` re-renders the report without running anything).
+bench:          ## benchmarks, then one report: bench/REPORT.md with PNG plots beside it
 	uv run --frozen --group bench python -m bench

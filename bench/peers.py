@@ -113,6 +113,7 @@ class RunState(TypedDict, total=False):
     output: str
     verdict: str
     reflections: list[dict[str, Any]]
+    last_critique: dict[str, Any]  # its issues go to the next revision
     calls: int
     status: str
     stop_reason: str
@@ -142,7 +143,11 @@ def reflection_text(critique: dict[str, Any]) -> str:
 
 def critique_update(state: RunState, critique: dict[str, Any]) -> dict[str, Any]:
     round_number = state["round"]
-    update: dict[str, Any] = {"verdict": critique["verdict"], "calls": state["calls"] + 1}
+    update: dict[str, Any] = {
+        "verdict": critique["verdict"],
+        "last_critique": critique,
+        "calls": state["calls"] + 1,
+    }
     if critique["verdict"] != "pass":
         note = {
             "source": "critic",
@@ -155,6 +160,14 @@ def critique_update(state: RunState, critique: dict[str, Any]) -> dict[str, Any]
     if stop is not None:
         update["status"], update["stop_reason"] = stop
     return update
+
+
+def numbered_issues(critique: dict[str, Any] | None) -> list[Any]:
+    """The previous critique's issues as the orchestrator numbers them for the Actor
+    (orchestrator/engine/discipline.py), so every system's revise prompt is the same."""
+    from orchestrator.engine.discipline import numbered
+
+    return list(numbered(critique))
 
 
 def route(state: RunState) -> str:
@@ -226,7 +239,12 @@ class SdkNodes:
 
     async def draft(self, state: RunState) -> dict[str, Any]:
         user = self.actor_prompts.render(
-            "draft.j2", task=state["task"], kind=TASK_KIND, entry_point=None, lessons=[]
+            "draft.j2",
+            task=state["task"],
+            kind=TASK_KIND,
+            entry_point=None,
+            lessons=[],
+            knowledge=[],
         )
         value = await self._actor("draft", user)
         return {"output": value.output, "round": 1, "calls": state["calls"] + 1}
@@ -242,7 +260,10 @@ class SdkNodes:
             binding=[],
             advisory=advisory,
             lessons=[],
+            knowledge=[],
             points=[],
+            issues=numbered_issues(state.get("last_critique")),  # as the orchestrator sends them
+            evidence=[],  # research is off, as in X's runs
         )
         value = await self._actor("revise", user)
         return {"output": value.output, "round": state["round"] + 1, "calls": state["calls"] + 1}
@@ -260,7 +281,10 @@ class SdkNodes:
             points=[],
             first_round=None,
             knowledge=[],
+            declined=[],
             output=state["output"],
+            evidence=[],
+            ask_queries=False,  # research is off, as in X's runs
         )
         message = await self.anthropic.messages.create(
             model=DEMO_MODEL,
@@ -331,6 +355,7 @@ class ServiceNodes:
             previous_output=state["output"],
             reflections=[self.Reflection.model_validate(r) for r in state["reflections"]][-50:],
             lessons=[],
+            issues=numbered_issues(state.get("last_critique")),  # the orchestrator's numbering
         )
         key = f"{state['run_id']}:{number}:actor:1"
         result = await self._actor_call("/v1/revise", request, key)

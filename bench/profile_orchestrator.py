@@ -24,7 +24,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench.procstat import cpu_seconds
+from bench.procstat import cpu_seconds, thread_cpu_seconds
 from bench.reflection_loop import Driver, Platform
 
 # Each sample goes to the innermost frame that names an owner (walking from the leaf up);
@@ -83,6 +83,39 @@ def summarise(raw: Path, top: int) -> str:
     return "\n".join(lines)
 
 
+def thread_names(py_spy: str, pid: int) -> dict[int, str]:
+    """Python's names of a process's threads (py-spy dump prints them with their ids)."""
+    dump = subprocess.run(
+        [py_spy, "dump", "-p", str(pid)], capture_output=True, text=True, check=False
+    ).stdout
+    names: dict[int, str] = {}
+    for line in dump.splitlines():
+        # Thread 1234 (idle): "db-write_0"
+        if line.startswith("Thread ") and '"' in line:
+            tid = line.split()[1]
+            if tid.isdigit():
+                names[int(tid)] = line.split('"')[1]
+    return names
+
+
+def by_thread(
+    before: dict[int, float], after: dict[int, float], names: dict[int, str], pid: int, runs: int
+) -> str:
+    """CPU per run of each thread group (a pool's threads summed), read from /proc: the
+    real CPU, where py-spy's samples (wall time of the thread holding the GIL) stretch
+    whatever a loaded machine preempts."""
+    groups: dict[str, float] = {}
+    for tid, seconds in after.items():
+        name = "event loop (main thread)" if tid == pid else names.get(tid, f"thread {tid}")
+        label = name.rstrip("0123456789").rstrip("_-")
+        groups[label] = groups.get(label, 0.0) + seconds - before.get(tid, 0.0)
+    lines = ["CPU per run by thread (from /proc):"]
+    for label, used in sorted(groups.items(), key=lambda item: -item[1]):
+        if used > 0:
+            lines.append(f"  {1000 * used / runs:6.1f} ms  {label}")
+    return "\n".join(lines)
+
+
 async def workload(platform: Platform, mode: str, runs: int, lat: float, record) -> float:
     async with Driver(platform.url, 10 if mode == "a" else 100) as driver:
         platform.set_latency(0)
@@ -94,12 +127,14 @@ async def workload(platform: Platform, mode: str, runs: int, lat: float, record)
                 r.process.pid for r in platform.supervisor.running if r.spec.name == "orchestrator"
             )
             before = cpu_seconds(pid)
+            record.threads_before = thread_cpu_seconds(pid)
             if mode == "a":
                 outcomes = [(await driver.one_run())[1] for _ in range(runs)]
             else:
                 done = await asyncio.gather(*[driver.one_run() for _ in range(runs)])
                 outcomes = [o for _, o in done]
             used = cpu_seconds(pid) - before
+            record.threads_after = thread_cpu_seconds(pid)
     bad = [o for o in outcomes if o != "ok"]
     if bad:
         raise RuntimeError(f"{len(bad)} runs failed: {sorted(set(bad))[:3]}")
@@ -136,6 +171,10 @@ def main() -> None:
             )
 
             class record:
+                # CPU seconds per thread id, read by ``workload`` around the window
+                threads_before: dict[int, float] = {}
+                threads_after: dict[int, float] = {}
+
                 def __enter__(self) -> None:
                     self.spy = subprocess.Popen(
                         [py_spy, "record", "-p", str(pid), "-r", str(args.rate), "-f", "raw"]
@@ -150,8 +189,16 @@ def main() -> None:
                     self.spy.wait(timeout=60)
 
             per_run = asyncio.run(workload(platform, args.mode, args.runs, args.lat, record))
+            threads = by_thread(
+                record.threads_before,
+                record.threads_after,
+                thread_names(py_spy, pid),
+                pid,
+                args.runs,
+            )
         print(f"orchestrator CPU per run: {per_run:.1f} ms ({args.mode}, {args.runs} runs)")  # noqa: T201
         print(f"load average: {os.getloadavg()}")  # noqa: T201
+        print(threads)  # noqa: T201
         print(summarise(raw, args.top))  # noqa: T201
 
 

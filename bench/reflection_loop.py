@@ -49,7 +49,7 @@ class Platform:
 
     def __init__(self, workdir: Path, executor_threads: int) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
-        for prefix in ("ACTOR", "CRITIC", "SANDBOX", "FAKEMODEL", "ORCHESTRATOR"):
+        for prefix in ("ACTOR", "CRITIC", "SANDBOX", "RESEARCH", "FAKEMODEL", "ORCHESTRATOR"):
             env[f"{prefix}_PORT"] = str(free_port())
         env.update(
             {

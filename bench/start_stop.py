@@ -28,9 +28,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from crosscheck.launcher import PORT_PREFIXES
+
 console = Console()
 REPO = Path(__file__).resolve().parents[1]
-PREFIXES = ("ACTOR", "CRITIC", "SANDBOX", "FAKEMODEL", "ORCHESTRATOR", "CONSOLE")
+PREFIXES = PORT_PREFIXES
 STOPS = ("SIGTERM to the group", "SIGINT to the group", "SIGTERM twice")
 
 

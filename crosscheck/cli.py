@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import httpx
 import typer
@@ -20,6 +20,7 @@ from rich.table import Table
 
 from crosscheck import render
 from crosscheck.client import CrosscheckClient, CrosscheckError, resolve_settings
+from crosscheck.eval.cli import register as register_eval_commands
 from crosscheck.launcher import (
     MAX_REPLICAS,
     REPLICA_PORT_STEP,
@@ -41,6 +42,9 @@ from shared.orchestration import (
     RunPublic,
     RunStatus,
 )
+
+if TYPE_CHECKING:
+    from research.corpus import CorpusStore
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -305,6 +309,8 @@ def _request(
     entry_point: str | None,
     max_rounds: int | None,
     review: ReviewMode | None,
+    research: bool | None = None,
+    require_citations: bool = False,
 ) -> RunCreate:
     if tests_file is not None and kind is TaskKind.text:
         raise typer.BadParameter("--tests-file needs a code task", param_hint="--kind")
@@ -323,6 +329,10 @@ def _request(
         policy["max_rounds"] = max_rounds
     if review is not None:
         policy["review"] = review
+    if research is not None:
+        policy["research"] = research
+    if require_citations:
+        policy["require_citations"] = True
     if policy:
         fields["policy"] = Policy.model_validate(policy)
     return _validated(RunCreate, **fields)
@@ -391,6 +401,21 @@ def run(
         ReviewMode | None,
         typer.Option(help="When a person reviews (server default: never).", show_default=False),
     ] = None,
+    research: Annotated[
+        bool | None,
+        typer.Option(
+            "--research/--no-research",
+            help="Search for evidence before each critique (server default: at depth L2).",
+            show_default=False,
+        ),
+    ] = None,
+    require_citations: Annotated[
+        bool,
+        typer.Option(
+            "--require-citations",
+            help="With evidence, every new factual sentence of a revision must cite it.",
+        ),
+    ] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the finished run as JSON, without progress.")
     ] = False,
@@ -412,6 +437,8 @@ def run(
         entry_point=entry_point,
         max_rounds=max_rounds,
         review=review,
+        research=research,
+        require_citations=require_citations,
     )
     with _reported(), CrosscheckClient(resolve_settings(url, token)) as client:
         created = client.create_run(request)
@@ -502,8 +529,12 @@ def reviewer_add(
 
 # ------------------------------------------------------------------ eval
 
-evaluate = typer.Typer(help="Measure the Critic against labelled sets.", no_args_is_help=True)
+evaluate = typer.Typer(
+    help="Measure the Critic against labelled sets, and the loop against one call.",
+    no_args_is_help=True,
+)
 app.add_typer(evaluate, name="eval")
+register_eval_commands(evaluate)
 DEFAULT_CRITIC_URL = "http://127.0.0.1:8002"
 
 
@@ -614,6 +645,149 @@ def eval_intercept(
         )
     if not outcome.met:
         raise typer.Exit(2)
+
+
+# ------------------------------------------------------------------ corpus
+
+corpus = typer.Typer(
+    help="The Research service's local corpus (SQLite FTS5 file or Postgres full-text search).",
+    no_args_is_help=True,
+)
+app.add_typer(corpus, name="corpus")
+DEFAULT_CORPUS_DB = "var/research/corpus.sqlite"
+CorpusDb = Annotated[
+    str,
+    typer.Option(
+        "--db",
+        envvar=["RESEARCH_CORPUS_URL", "RESEARCH_CORPUS_DB"],
+        help="The corpus: a SQLite file, or a postgresql:// URL. Default: RESEARCH_CORPUS_URL, "
+        "else RESEARCH_CORPUS_DB, else the platform's DATABASE_URL when it is Postgres (as "
+        "`crosscheck up` gives the Research service), else var/research/corpus.sqlite.",
+    ),
+]
+
+
+def _open_corpus(db: str) -> CorpusStore:
+    """The corpus store at ``db``, checked to answer (a clear error, not a traceback)."""
+    from crosscheck.launcher import corpus_url_for
+    from research.corpus import CorpusUnavailable, is_postgres_url, open_corpus
+
+    if db == DEFAULT_CORPUS_DB and not os.environ.get("RESEARCH_CORPUS_DB"):
+        db = corpus_url_for(os.environ.get("DATABASE_URL", "")) or db
+    if "://" in db and not is_postgres_url(db):
+        raise typer.BadParameter("a SQLite file path or a postgresql:// URL", param_hint="--db")
+    index = open_corpus(db)
+    try:
+        index.count()
+    except CorpusUnavailable as exc:
+        index.close()
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(1) from None
+    return index
+
+
+@corpus.command("add")
+def corpus_add(
+    path: Annotated[Path, typer.Argument(help="A file, or a folder searched recursively.")],
+    url: Annotated[
+        str | None,
+        typer.Option(
+            help="The URL the file was fetched from, its stable URL in citations "
+            "(one file only). Default: its file:// absolute path.",
+            show_default=False,
+        ),
+    ] = None,
+    db: CorpusDb = DEFAULT_CORPUS_DB,
+) -> None:
+    """Add Markdown, text, HTML and PDF files to the corpus. A file added again replaces
+    its earlier version (same URL), so nothing is indexed twice."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from research.corpus import UnsupportedDocument, find_files, read_document
+
+    try:
+        files = find_files(path)
+    except UnsupportedDocument as exc:
+        raise typer.BadParameter(exc.message, param_hint="PATH") from None
+    if not files:
+        raise typer.BadParameter(f"{path}: no Markdown, text, HTML or PDF file in it")
+    if url is not None and len(files) != 1:
+        raise typer.BadParameter(
+            "--url names one file's source; PATH holds several", param_hint="--url"
+        )
+    index = _open_corpus(db)
+    added = passages = 0
+    skipped: list[str] = []
+    try:
+        with Progress(
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            console=console,
+            transient=True,
+        ) as progress:
+            task = progress.add_task("indexing", total=len(files))
+            for file in files:
+                progress.update(task, description=escape(file.name))
+                try:
+                    passages += index.add(read_document(file, url))
+                    added += 1
+                except (UnsupportedDocument, OSError) as exc:
+                    skipped.append(f"{file}: {exc}")
+                progress.advance(task)
+        total = index.count()
+    finally:
+        index.close()
+    console.print(
+        f"added {added} document(s), {passages} passage(s); {total} in {escape(index.location)}"
+    )
+    for line in skipped:
+        err_console.print(f"[yellow]skipped[/] {escape(line)}", soft_wrap=True)
+    if not added:
+        raise typer.Exit(1)
+
+
+@corpus.command("list")
+def corpus_list(
+    db: CorpusDb = DEFAULT_CORPUS_DB,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
+) -> None:
+    """The corpus's documents: URL, title, format, passages."""
+    index = _open_corpus(db)
+    try:
+        documents = index.documents()
+    finally:
+        index.close()
+    if as_json:
+        for d in documents:
+            console.print_json(
+                json.dumps({"url": d.url, "title": d.title, "kind": d.kind, "passages": d.passages})
+            )
+        return
+    table = Table("URL", "title", "format", "passages")
+    for d in documents:
+        table.add_row(escape(d.url), escape(d.title), d.kind, str(d.passages))
+    console.print(table)
+    console.print(f"{len(documents)} document(s) in {escape(index.location)}")
+
+
+@corpus.command("remove")
+def corpus_remove(
+    target: Annotated[str, typer.Argument(help="A document's URL, or a file path.")],
+    db: CorpusDb = DEFAULT_CORPUS_DB,
+) -> None:
+    """Remove one document from the corpus."""
+    url = target if "://" in target else Path(target).resolve().as_uri()
+    index = _open_corpus(db)
+    try:
+        removed = index.remove(url)
+    finally:
+        index.close()
+    if not removed:
+        where = escape(index.location)
+        err_console.print(f"[bold red]error:[/] no document {escape(url)} in {where}")
+        raise typer.Exit(1)
+    console.print(f"removed {escape(url)}")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketExce
 from websockets.sync.client import connect as ws_connect
 
 from crosscheck.launcher import CREDENTIALS_FILE
+from shared.evaluations import EvaluationCreate, EvaluationPublic
 from shared.orchestration import (
     FINAL_STATUSES,
     AccountCreate,
@@ -471,6 +472,18 @@ class CrosscheckClient:
 
     def get_run(self, run_id: str) -> RunPublic:
         return self._parse(RunPublic, self._request("GET", f"/v1/runs/{run_id}"))
+
+    def publish_evaluation(self, summary: EvaluationCreate) -> EvaluationPublic:
+        """Keep an evaluation's summary on the orchestrator (service or admin token), where
+        the console's Metrics page reads the latest one. Not retried: a summary sent twice
+        would be kept twice."""
+        body = self._request(
+            "POST",
+            "/v1/evaluations",
+            json=summary.model_dump(mode="json"),
+            retries=0,
+        )
+        return self._parse(EvaluationPublic, body)
 
     def trajectory(self, run_id: str) -> Trajectory:
         return self._parse(Trajectory, self._request("GET", f"/v1/runs/{run_id}/trajectory"))

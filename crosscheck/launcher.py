@@ -25,7 +25,7 @@ from shared.logging import register_secrets, scrub_text
 
 DEMO_KEY = "demo-key-for-the-scripted-model"
 KEY_VARS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
-DEFAULT_PROVIDERS = {"actor": "openai", "critic": "anthropic"}
+DEFAULT_PROVIDERS = {"actor": "openai", "critic": "anthropic", "research": "openai"}
 
 
 @dataclass(frozen=True)
@@ -84,9 +84,13 @@ SERVICES = (
     ServiceSpec("actor", "actor", "ACTOR_", 8001, "drafts and revises"),
     ServiceSpec("critic", "critic", "CRITIC_", 8002, "structured critiques"),
     ServiceSpec("sandbox", "sandbox", "SANDBOX_", 8003, "runs generated code, isolated"),
+    ServiceSpec("research", "research", "RESEARCH_", 8005, "evidence: local corpus or web"),
     ServiceSpec("orchestrator", "orchestrator", "ORCHESTRATOR_", 8000, "runs API, events, loop"),
     ConsoleSpec("console", "console", "CONSOLE_", 8501, "reviewer console", "/_stcore/health"),
 )
+PORT_PREFIXES = tuple(
+    spec.env_prefix.rstrip("_") for spec in (FAKEMODEL, *SERVICES)
+)  # each service's `<PREFIX>_PORT` variable (tests and benchmarks give each a free port)
 CREDENTIALS_FILE = "crosscheck.env"
 
 
@@ -139,9 +143,14 @@ def plan(
             "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
         )
     by_name = {spec.name: spec for spec in SERVICES}
-    for name in ("actor", "critic", "sandbox"):
+    for name in ("actor", "critic", "sandbox", "research"):
         env.setdefault(f"{name.upper()}_URL", by_name[name].url(env))
+    # the orchestrator's research step calls the Research service `up` starts
+    env.setdefault("ORCHESTRATOR_RESEARCH_URL", env["RESEARCH_URL"])
     env.setdefault("DATABASE_URL", "sqlite:///var/crosscheck.sqlite")
+    follows = corpus_url_for(env["DATABASE_URL"])
+    if follows and not env.get("RESEARCH_CORPUS_URL"):
+        env["RESEARCH_CORPUS_URL"] = follows
     env.setdefault("CROSSCHECK_URL", by_name["orchestrator"].url(env))
     if with_console:
         env.setdefault("CROSSCHECK_CONSOLE_URL", by_name["console"].url(env))
@@ -149,6 +158,14 @@ def plan(
     if replicas != 1:
         services = _with_replicas(services, env, replicas)
     return Plan(env=env, services=services, demo=demo, missing_keys=missing)
+
+
+def corpus_url_for(database_url: str) -> str | None:
+    """The research corpus follows a platform on Postgres into the same database (tables
+    of its own); a SQLite platform keeps the corpus in its own SQLite file (None)."""
+    if not database_url.startswith("postgresql"):
+        return None
+    return "postgresql://" + database_url.split("://", 1)[1]
 
 
 REPLICA_PORT_STEP = 10
@@ -205,7 +222,10 @@ PLATFORM_SECRETS = (
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
     "DATABASE_URL",
+    "RESEARCH_CORPUS_URL",
     "REDIS_URL",
+    "TAVILY_API_KEY",
+    "BRAVE_API_KEY",
 )
 SECRETS_USED = {
     "orchestrator": {
@@ -218,13 +238,23 @@ SECRETS_USED = {
     "actor": {"CROSSCHECK_SERVICE_TOKEN", "REDIS_URL"},  # + its provider's key
     "critic": {"CROSSCHECK_SERVICE_TOKEN", "REDIS_URL"},  # + its provider's key
     "sandbox": {"CROSSCHECK_SERVICE_TOKEN"},
+    # + its distillation provider's key (RESEARCH_PROVIDER)
+    "research": {
+        "CROSSCHECK_SERVICE_TOKEN",
+        "REDIS_URL",
+        "RESEARCH_CORPUS_URL",
+        "TAVILY_API_KEY",
+        "BRAVE_API_KEY",
+    },
 }
 
 
 def secrets_for(spec: ServiceSpec, env: dict[str, str]) -> set[str]:
     """The secrets a service is given: the orchestrator its tokens, webhook keys and the
     database; the Actor and the Critic the service token and the key of their own provider
-    only; the sandbox the service token; the console and the fake model nothing."""
+    only; the Research service the service token, Redis, the web search keys and its
+    distillation provider's key; the sandbox the service token; the console and the fake
+    model nothing."""
     used = set(SECRETS_USED.get(spec.module, ()))  # by module: replicas are orchestrators
     if spec.module in DEFAULT_PROVIDERS:
         provider = env.get(f"{spec.module.upper()}_PROVIDER", DEFAULT_PROVIDERS[spec.module])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from datetime import datetime
 from types import TracebackType
@@ -376,6 +377,71 @@ def _calls(calls: list[TrajectoryCall]) -> Table:
     return table
 
 
+def _discipline(round_: RoundPublic) -> list[RenderableType]:
+    """What the loop did around this version: the Actor's answers, reverted hunks, the
+    over-correction guard, best-of-N drafts, sections, research and the citation check."""
+    parts: list[RenderableType] = []
+    if round_.responses:
+        answers = Counter(str(r.get("action", "?")) for r in round_.responses)
+        line = Text("answers  ", style="bold")
+        line.append(", ".join(f"{n} {action}" for action, n in sorted(answers.items())))
+        parts.append(line)
+        for r in round_.responses:
+            if r.get("action") == "declined":
+                which = r.get("issue") or r.get("point") or "?"
+                parts.append(_indent(Text(f"declined {which}: {r.get('reason') or ''}")))
+    if round_.reverted_hunks:
+        parts.append(
+            Text(f"diff lock reverted {plural(len(round_.reverted_hunks), 'hunk')}", style="yellow")
+        )
+    if round_.over_correction:
+        guard = round_.over_correction
+        parts.append(
+            Text(
+                f"over-correction: {guard.get('reason', '?')}, {guard.get('rollbacks', '?')} "
+                f"rollback(s), kept {guard.get('kept', '?')}",
+                style="yellow",
+            )
+        )
+    if round_.drafts:
+        chosen = next((d for d in round_.drafts if d.get("chosen")), None)
+        index = chosen.get("index") if chosen else None
+        kept = f", kept draft {index + 1}" if isinstance(index, int) else ""
+        parts.append(Text(f"best of {len(round_.drafts)} drafts{kept}", style="dim"))
+    if round_.sections:
+        flagged = sum(1 for x in round_.sections if x.get("flagged"))
+        parts.append(
+            Text(f"{plural(len(round_.sections), 'section')}, {flagged} flagged", style="dim")
+        )
+    if round_.research:
+        parts.append(_research(round_.research))
+    if round_.citations:
+        citations = round_.citations
+        if citations.get("ok"):
+            cited = ", ".join(f"[{n}]" for n in citations.get("cited", []))
+            parts.append(Text(f"citations ok {cited}".rstrip(), style="green"))
+        else:
+            parts.append(Text("citations invalid", style="red"))
+            problems = [str(p.get("message", "?")) for p in citations.get("problems", [])]
+            parts.append(_indent(Text("\n".join(f"- {m}" for m in problems))))
+    return parts
+
+
+def _research(research: dict[str, Any]) -> RenderableType:
+    evidence = research.get("evidence", [])
+    failed = research.get("failed_queries", [])
+    head = Text("research  ", style="bold")
+    head.append(
+        str(research.get("status", "?")), style="" if research.get("status") == "ok" else "yellow"
+    )
+    head.append(f"  {plural(len(evidence), 'source')}", style="dim")
+    lines = [
+        f"[{e.get('n', '?')}] {e.get('title') or ''} {e.get('url', '')}".strip() for e in evidence
+    ]
+    lines += [f"failed: {f.get('query', '?')} ({f.get('reason', '?')})" for f in failed]
+    return Group(head, _indent(Text("\n".join(lines)))) if lines else head
+
+
 def _round(
     run: RunPublic,
     number: int,
@@ -414,6 +480,7 @@ def _round(
             parts.append(
                 Text(f"adopted {round_.adoption:.0%} of the previous round's issues", style="dim")
             )
+        parts += _discipline(round_)
         if round_.review:
             review = ", ".join(
                 f"{k} {v}" for k, v in round_.review.items() if isinstance(v, str | int | float)

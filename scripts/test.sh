@@ -27,13 +27,27 @@ echo "== pytest"
 # Parallel workers (pytest-xdist): most of the suite's time is spent waiting on processes it
 # started, so more workers than cores pay off (groups that share a worker: tests/support/parallel.py).
 # CROSSCHECK_TEST_WORKERS=0 runs everything in this process; extra arguments come last and win.
+# Tests marked `serial` measure latency that other work on the same cores would inflate: the
+# whole suite runs them afterwards, alone, on an otherwise idle machine. With arguments (a
+# path, -k, -m ...) one pass runs whatever they select.
 workers="${CROSSCHECK_TEST_WORKERS:-3}"
-set +e
-uv run --frozen pytest -n "$workers" --dist loadgroup --durations=15 "$@"
-code=$?
-set -e
-if [[ $code -eq 5 ]]; then
-  echo "pytest collected no tests: the test setup is broken" >&2
-  exit 1
+run_pytest() {
+  set +e
+  uv run --frozen pytest "$@"
+  local code=$?
+  set -e
+  if [[ $code -eq 5 ]]; then
+    echo "pytest collected no tests: the test setup is broken" >&2
+    return 1
+  fi
+  return $code
+}
+if [[ $# -gt 0 ]]; then
+  run_pytest -n "$workers" --dist loadgroup --durations=15 "$@"
+  exit $?
 fi
+code=0
+run_pytest -n "$workers" --dist loadgroup --durations=15 -m "not serial" || code=$?
+echo "== pytest (serial: latency measured alone)"
+run_pytest -n 0 -m serial || code=$?
 exit $code

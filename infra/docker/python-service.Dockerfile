@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 #
 # The Crosscheck Python services that need nothing from the OS beyond python:3.11-slim:
-# one build target per service (actor, critic, fakemodel, orchestrator, console). The sandbox
+# one build target per service (actor, critic, research, fakemodel, orchestrator, console). The sandbox
 # has its own file, sandbox.Dockerfile, because its runtime stage adds bubblewrap and the
 # system python3.
 #
@@ -36,6 +36,7 @@ COPY services/critic/pyproject.toml services/critic/
 COPY services/fakemodel/pyproject.toml services/fakemodel/
 COPY services/sandbox/pyproject.toml services/sandbox/
 COPY services/orchestrator/pyproject.toml services/orchestrator/
+COPY services/research/pyproject.toml services/research/
 COPY ui/pyproject.toml ui/
 
 # ---------------------------------------------------------------------------------- runtime
@@ -86,6 +87,29 @@ USER 10001:10001
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
     CMD ["python", "/opt/crosscheck/healthcheck.py", "CRITIC_PORT"]
 ENTRYPOINT ["python", "-m", "critic"]
+
+# --------------------------------------------------------------------------------- research
+# The corpus index and the result cache are SQLite files under /opt/crosscheck/var/research
+# (relative default paths): compose mounts a named volume on /opt/crosscheck/var, which Docker
+# creates owned by uid 10001 from the folder made here.
+FROM builder AS research-venv
+RUN --mount=type=cache,target=/root/.cache/uv \
+    uv sync --frozen --no-dev --no-install-workspace --package crosscheck-research
+COPY shared/shared shared/shared
+COPY services/research/research services/research/research
+RUN --mount=type=cache,target=/root/.cache/uv \
+    uv sync --frozen --no-dev --no-editable --package crosscheck-research
+
+FROM runtime AS research
+COPY --from=research-venv /opt/venv /opt/venv
+RUN mkdir -p /opt/crosscheck/var/research && chown -R 10001:10001 /opt/crosscheck/var
+ENV RESEARCH_HOST=0.0.0.0 \
+    RESEARCH_PORT=8005
+EXPOSE 8005
+USER 10001:10001
+HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
+    CMD ["python", "/opt/crosscheck/healthcheck.py", "RESEARCH_PORT"]
+ENTRYPOINT ["python", "-m", "research"]
 
 # -------------------------------------------------------------------------------- fakemodel
 FROM builder AS fakemodel-venv

@@ -33,6 +33,7 @@ COPY services/critic/pyproject.toml services/critic/
 COPY services/fakemodel/pyproject.toml services/fakemodel/
 COPY services/sandbox/pyproject.toml services/sandbox/
 COPY services/orchestrator/pyproject.toml services/orchestrator/
+COPY services/research/pyproject.toml services/research/
 COPY ui/pyproject.toml ui/
 # Only crosscheck-sandbox and its locked dependencies: no provider SDKs end up in this image.
 RUN --mount=type=cache,target=/root/.cache/uv \

@@ -6,6 +6,7 @@ the limit, and a body beyond ``MAX_BODY_BYTES`` gets a 413 before it is parsed.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any
@@ -20,6 +21,8 @@ MAX_BODY_BYTES = 1_048_576
 MAX_POINTS = 20
 MAX_POINT_CHARS = 2_000
 MIN_JUSTIFICATION_CHARS = 120
+MAX_ISSUES = 50
+MAX_EVIDENCE = 30
 
 TaskText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TASK_CHARS)]
 OutputText = Annotated[str, StringConstraints(max_length=MAX_OUTPUT_CHARS)]
@@ -45,6 +48,7 @@ class Stage(StrEnum):
     draft = "draft"
     revise = "revise"
     critique = "critique"
+    distill = "distill"
 
 
 class ReflectionSource(StrEnum):
@@ -88,6 +92,17 @@ class ModelExchange(WireModel):
     latency_ms: float = 0.0
 
 
+ActorKnowledge = Annotated[
+    list["KnowledgeNote"],
+    Field(
+        max_length=10,
+        description="Knowledge entries retrieved for this task (reviewers' lessons, rule "
+        "anchors, pitfalls), shown to the Actor as guidance. `lessons` (plain texts) still "
+        "works for older clients.",
+    ),
+]
+
+
 class DraftRequest(WireModel):
     task: TaskText
     kind: TaskKind = TaskKind.text
@@ -96,6 +111,12 @@ class DraftRequest(WireModel):
         list[Annotated[str, StringConstraints(max_length=MAX_REFLECTION_CHARS)]],
         Field(max_length=20),
     ] = []
+    knowledge: ActorKnowledge = []
+    temperature: Annotated[float, Field(ge=0.0, le=2.0)] | None = Field(
+        default=None,
+        description="Sampling temperature of this draft; default: the Actor's configured "
+        "draft temperature. Best-of-N runs spread their drafts over several.",
+    )
 
 
 PointText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_POINT_CHARS)]
@@ -109,6 +130,36 @@ BindingPoints = Annotated[
 ]
 
 
+IssueId = Annotated[str, StringConstraints(pattern=r"^i[1-9][0-9]{0,2}$")]
+
+
+class RevisionIssue(WireModel):
+    """One issue of the previous critique, numbered for the Actor's point-by-point answer.
+    Ids (``i1``, ``i2``, ...) follow the critique's order and are stable within a round."""
+
+    id: IssueId
+    severity: Severity
+    dimension: str
+    quote: str | None = None
+    suggestion: str
+    error_type: str = "other"
+    corrected_text: str | None = None
+    hallucination: bool = Field(
+        default=False,
+        description="The critique classed this as a hallucination: the revision must remove "
+        "the quoted claim or name its source in the answer's `source`.",
+    )
+
+
+class DeclinedIssue(WireModel):
+    """A critic issue the Actor declined, with its reason, for the next critique to judge."""
+
+    issue: IssueId
+    quote: str | None = None
+    suggestion: str
+    reason: str
+
+
 class ReviseRequest(WireModel):
     task: TaskText
     kind: TaskKind = TaskKind.text
@@ -119,7 +170,18 @@ class ReviseRequest(WireModel):
         list[Annotated[str, StringConstraints(max_length=MAX_REFLECTION_CHARS)]],
         Field(max_length=20),
     ] = []
+    knowledge: ActorKnowledge = []
     binding_points: BindingPoints = []
+    issues: Annotated[list[RevisionIssue], Field(max_length=MAX_ISSUES)] = Field(
+        default=[],
+        description="The previous critique's issues; the Actor answers every one in "
+        "`responses` (`applied`, or `declined` with a reason).",
+    )
+    evidence: Annotated[list[Evidence], Field(max_length=MAX_EVIDENCE)] = Field(
+        default=[],
+        description="Research evidence for this revision: the Actor cites a source as `[n]` "
+        "and lists `[n] URL` references, drawn only from these.",
+    )
 
 
 class PointAction(StrEnum):
@@ -128,12 +190,18 @@ class PointAction(StrEnum):
 
 
 class PointResponse(WireModel):
-    """How a revision answered one point (a human point is always ``applied``)."""
+    """How a revision answered one point: a human reviewer's ``point`` (always ``applied``)
+    or a critic ``issue`` by its id (``applied``, or ``declined`` with a reason)."""
 
-    point: str
+    point: str = ""
+    issue: str | None = None
     action: PointAction
     reason: str = ""
     where: str = ""
+    source: str = Field(
+        default="",
+        description="For a hallucination issue kept in the output: where the claim comes from.",
+    )
 
 
 class ActorResult(WireModel):
@@ -141,6 +209,11 @@ class ActorResult(WireModel):
 
     output: str
     uncertainties: list[str] = []
+    search_queries: list[str] = Field(
+        default=[],
+        description="Up to 3 short web search queries (at most 8 words each) that would "
+        "check the answer's factual claims; the orchestrator's research step runs them.",
+    )
     responses: list[PointResponse] = []
     usage: Usage
     exchanges: list[ModelExchange] = []
@@ -237,7 +310,7 @@ class KnowledgeKind(StrEnum):
 
 
 class KnowledgeNote(WireModel):
-    """A knowledge entry as the Critic receives it, retrieved for this task."""
+    """A knowledge entry as the Actor and the Critic receive it, retrieved for this task."""
 
     id: Annotated[str, StringConstraints(min_length=1, max_length=200)]
     kind: KnowledgeKind
@@ -266,10 +339,25 @@ class CritiqueRequest(WireModel):
         default=[],
         description="Knowledge entries retrieved for this task; cite them as `knowledge:<id>`.",
     )
+    declined: Annotated[list[DeclinedIssue], Field(max_length=MAX_ISSUES)] = Field(
+        default=[],
+        description="Issues of the previous critique the Actor declined, with its reasons; "
+        "the Critic accepts a refusal in `accepted_refusals` or raises the issue again.",
+    )
     latency_budget_s: Annotated[float, Field(gt=0, le=3600)] | None = Field(
         default=None,
         description="How long the caller can wait; `auto` picks the deepest depth whose "
         "budget fits.",
+    )
+    evidence: Annotated[list[Evidence], Field(max_length=MAX_EVIDENCE)] = Field(
+        default=[],
+        description="Research evidence, numbered from 1; an issue resting on a source names "
+        "it as `evidence:[n]` in `evidence_source`.",
+    )
+    research: bool = Field(
+        default=False,
+        description="The caller runs research: list search queries for the claims that "
+        "cannot be verified in `queries`.",
     )
 
 
@@ -301,6 +389,21 @@ class Critique(WireModel):
         default="",
         description="With `no_error_found`: why nothing is wrong, at least "
         f"{MIN_JUSTIFICATION_CHARS} characters naming what was checked.",
+    )
+    accepted_refusals: list[str] = Field(
+        default=[],
+        description="Ids of declined issues (`<declined>`) whose refusal is accepted; a "
+        "refusal not accepted is raised again in `issues`. Empty when nothing was declined.",
+    )
+    continue_value: Annotated[int, Field(ge=0, le=10)] | None = Field(
+        default=None,
+        description="How much another revision round would improve the output, 0 (nothing) "
+        "to 10 (a great deal); null when not judged.",
+    )
+    queries: list[str] = Field(
+        default=[],
+        description="At depth L2 or when research is on: up to 3 search queries (at most 8 "
+        "words each) for the claims the Critic could not verify; empty otherwise.",
     )
 
     def record_problems(self) -> list[str]:
@@ -346,3 +449,82 @@ class ServiceInfo(WireModel):
     provider: str | None = None
     models: dict[str, str] = {}
     demo: bool = False
+
+
+# ------------------------------------------------------------------ research (seed 001)
+
+MAX_RESEARCH_QUERIES = 10
+MAX_QUERY_CHARS = 500
+_QUERY_SPACE = re.compile(r"\s+")
+_QUERY_EDGE = " \t\n\"'`.,;:!?()[]{}"
+
+
+def normalise_query(query: str) -> str:
+    """A search query's duplicate and cache key: case-folded, white space collapsed, quotes
+    and punctuation at its ends dropped (the Research service's gate and cache, and the
+    orchestrator's choice of what to search, agree on it)."""
+    return _QUERY_SPACE.sub(" ", query).strip(_QUERY_EDGE).casefold()
+
+
+class TimeSensitivity(StrEnum):
+    """How fast the facts behind a query go stale; it sets the research cache's lifetime."""
+
+    high = "high"
+    normal = "normal"
+    static = "static"
+
+
+class ResearchStatus(StrEnum):
+    ok = "ok"
+    degraded = "degraded"  # a backend failed or ran over its time budget for some query
+
+
+class ResearchRequest(WireModel):
+    """Search queries for the claims of ``task`` that need evidence. The service's quality
+    gate drops empty, duplicate and over-long queries and caps their number; each dropped
+    query comes back in ``failed_queries`` with its reason."""
+
+    task: TaskText
+    queries: Annotated[
+        list[Annotated[str, StringConstraints(max_length=MAX_QUERY_CHARS)]],
+        Field(min_length=1, max_length=MAX_RESEARCH_QUERIES),
+    ]
+    time_sensitivity: TimeSensitivity = TimeSensitivity.normal
+
+
+class Evidence(WireModel):
+    """One source, numbered ``n`` from 1: what a revision cites as ``[n]`` with ``url``."""
+
+    n: Annotated[int, Field(ge=1)]
+    url: str
+    title: str = ""
+    snippet: str = ""
+    distilled: str | None = Field(
+        default=None,
+        description="The claims of the hit relevant to its query, condensed by a model "
+        "(None when distillation is off or failed).",
+    )
+    retrieved_at: datetime
+    source: str = Field(description="The backend that found it: corpus, tavily, brave, searxng.")
+    query: str = Field(default="", description="The query that found it.")
+    span: tuple[int, int] | None = Field(
+        default=None,
+        description="Character offsets [start, end) of the snippet in the document's text "
+        "(local corpus only).",
+    )
+
+
+class FailedQuery(WireModel):
+    query: str
+    reason: str
+
+
+class ResearchResult(WireModel):
+    status: ResearchStatus
+    evidence: list[Evidence] = []
+    failed_queries: list[FailedQuery] = []
+
+
+DraftRequest.model_rebuild()
+ReviseRequest.model_rebuild()
+CritiqueRequest.model_rebuild()

@@ -143,3 +143,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(AppError, app_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
+
+
+class EmbeddingUnavailable(Exception):
+    """The embeddings provider did not answer usably (down, refused, or a malformed reply)."""

@@ -14,6 +14,7 @@ from pydantic import (
     AfterValidator,
     Field,
     SecretStr,
+    StrictBool,
     StringConstraints,
     field_validator,
     model_validator,
@@ -107,7 +108,14 @@ class Policy(WireModel):
         default=False, description="Finish as soon as the evaluator passes, without critique."
     )
     convergence_threshold: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
-        default=0.02, description="Escalate when a revision changes less than this share (0 = off)."
+        default=0.02,
+        description="Stop when a revision changes less than this share (0 = off): "
+        "`succeeded` when it left no major or critical issue open, else `escalated`.",
+    )
+    min_continue_value: Annotated[int, Field(ge=0, le=10)] = Field(
+        default=0,
+        description="Stop `succeeded`/`converged` when the critic values another round "
+        "below this (0-10) and raises no major or critical issue (0 = off).",
     )
     shrink_threshold: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
         default=0.30,
@@ -133,6 +141,42 @@ class Policy(WireModel):
     depth: Depth | None = Field(
         default=None,
         description="The Critic's depth: L1, L2, L3 or auto; default: the profile's own.",
+    )
+    diff_lock: bool = Field(
+        default=True,
+        description="Revert the parts of a revision outside the lines the critique quoted or "
+        "the Actor justified (false: keep the revision as the Actor wrote it; locked regions "
+        "are kept either way).",
+    )
+    over_correction_guard: bool = Field(
+        default=True,
+        description="Roll back and re-ask once a revision that fails an evaluation the "
+        "previous version passed, or reopens an issue the previous critique had closed; a "
+        "second time keep the better version.",
+    )
+    drafts: Annotated[int, Field(ge=1, le=5)] = Field(
+        default=1,
+        description="Best of N: round 1 asks for this many drafts in parallel at spread "
+        "temperatures, evaluates and critiques each, and keeps the best (1 = one draft).",
+    )
+    section_chars: Annotated[int, Field(ge=0, le=MAX_OUTPUT_CHARS)] = Field(
+        default=16_000,
+        description="Outputs longer than this are critiqued section by section (headings "
+        "for text, top-level def/class for code) and only flagged sections are revised "
+        "(0 = off).",
+    )
+    research: StrictBool | None = Field(
+        default=None,
+        description="Research before each critique: search queries from the draft, its "
+        "[UNCERTAIN: ...] markers and the previous critique go to the Research service, and "
+        "the evidence to the Critic and the next revision. null: on when `depth` is L2 and "
+        "the orchestrator has a research service (ORCHESTRATOR_RESEARCH_URL); true: on at any "
+        "depth; false: off.",
+    )
+    require_citations: StrictBool = Field(
+        default=False,
+        description="With research evidence, a revision's new factual sentences must each "
+        "cite a source `[n]`; an uncited one fails the citation check like a bad reference.",
     )
 
 
@@ -164,6 +208,10 @@ HttpUrlText = Annotated[
 ]
 
 
+MAX_LOCKED = 20
+MAX_LOCKED_CHARS = 20_000
+
+
 class RunCreate(WireModel):
     task: TaskText
     kind: TaskKind = TaskKind.text
@@ -182,6 +230,14 @@ class RunCreate(WireModel):
         list[Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,49}$")]],
         Field(max_length=10),
     ] = Field(default_factory=list, description="Lessons scoped to these tags apply.")
+    locked: Annotated[
+        list[Annotated[str, StringConstraints(min_length=1, max_length=MAX_LOCKED_CHARS)]],
+        Field(max_length=MAX_LOCKED),
+    ] = Field(
+        default_factory=list,
+        description="Exact texts of the task that no revision may change (each must occur "
+        "in the task); a revision's changes to them are reverted.",
+    )
     callback_url: HttpUrlText | None = Field(
         default=None,
         description="Where this run's run.finished, run.escalated, review.created and "
@@ -204,6 +260,14 @@ class RunCreate(WireModel):
             raise ValueError("the python_tests evaluator needs kind 'code' and non-empty tests")
         if self.evaluator is EvaluatorKind.json_schema and self.json_schema is None:
             raise ValueError("the json_schema evaluator needs a json_schema")
+        for index, text in enumerate(self.locked):
+            if not text.strip():
+                raise ValueError(f"locked[{index}] is blank: lock a text that says something")
+            if text not in self.task:
+                raise ValueError(
+                    f"locked[{index}] does not occur in the task: a locked region is an exact "
+                    "text of the task (whitespace and case included)"
+                )
         return self
 
 
@@ -228,6 +292,48 @@ class RoundPublic(WireModel):
     )
     responses: list[dict[str, Any]] = Field(
         default=[], description="How the Actor answered each of a reviewer's points."
+    )
+    actor_knowledge: list[str] = Field(
+        default=[],
+        description="The ids of the knowledge entries this round's Actor call received "
+        "(the Critic's are in `critique.knowledge_used`).",
+    )
+    reverted_hunks: list[dict[str, Any]] = Field(
+        default=[],
+        description="Parts of the Actor's revision the diff lock reverted: line, before, "
+        "after, reason (`outside_flagged` or `locked`).",
+    )
+    over_correction: dict[str, Any] | None = Field(
+        default=None,
+        description="Set when the over-correction guard rolled this round's revision back: "
+        "reason, rollbacks (1: the re-asked revision was kept; 2: it broke again), kept "
+        "(`retry`, or `previous` / `current` after the second time).",
+    )
+    drafts: list[dict[str, Any]] = Field(
+        default=[],
+        description="Round 1 of a best-of-N run: every draft with its temperature, "
+        "evaluation, verdict, issues by severity, cost, and which one was chosen.",
+    )
+    sections: list[dict[str, Any]] = Field(
+        default=[],
+        description="A long version critiqued in sections: each section's index, title, "
+        "size, whether the Critic flagged it and whether the next round revised it.",
+    )
+    search_queries: list[str] = Field(
+        default=[],
+        description="The search queries the Actor gave with this version.",
+    )
+    research: dict[str, Any] | None = Field(
+        default=None,
+        description="The research step before this round's critique: status (`ok` or "
+        "`degraded`), queries, evidence (numbered sources) and failed_queries ({query, "
+        "reason}); null when research was off for the round.",
+    )
+    citations: dict[str, Any] | None = Field(
+        default=None,
+        description="The citation check of this revision against the previous round's "
+        "evidence: ok, cited (the numbers), problems ({kind, message, number, url, "
+        "sentence}); null when that round had no evidence.",
     )
 
 
@@ -261,13 +367,21 @@ class RunPublic(WireModel):
     rounds: list[RoundPublic] = []
     reflections: list[ReflectionPublic] = []
     tags: list[str] = []
-    lessons_used: list[str] = []
+    lessons_used: list[str] = Field(
+        default=[], description="The lessons (knowledge entries of kind `lesson`) it received."
+    )
+    actor_knowledge: list[str] = Field(
+        default=[],
+        description="The knowledge entries every Actor call of this run receives, chosen "
+        "once at the draft.",
+    )
     binding_points: list[str] = Field(
         default=[], description="A reviewer's points the next version must still apply."
     )
     human_rounds: int = Field(
         default=0, description="Rounds a person started (they do not count against max_rounds)."
     )
+    locked: list[str] = Field(default=[], description="Texts no revision may change.")
 
 
 class RunSummary(WireModel):
@@ -584,6 +698,16 @@ class StatsPublic(WireModel):
         description="Whether the adoption rate is inside the healthy band "
         f"[{ADOPTION_BAND[0]}, {ADOPTION_BAND[1]}] (below: the critic is ignored or too "
         "timid; above: drafts are poor or the critic too aggressive).",
+    )
+    revisions: int = Field(
+        default=0, description="Revised rounds the Actor wrote (round 2 on, not a person's edit)."
+    )
+    over_corrections: int = Field(
+        default=0,
+        description="Of those, rounds the over-correction guard rolled back at least once.",
+    )
+    over_correction_rate: float | None = Field(
+        default=None, description="over_corrections / revisions (null: no revision)."
     )
 
 

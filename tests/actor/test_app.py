@@ -287,3 +287,89 @@ class TestBindingPoints:
         response = await actor.post("/v1/revise", json=self.body(binding_points=points))
         assert response.status_code == 422
         assert "binding_points" in response.text
+
+
+class TestCriticIssues:
+    ISSUES = [
+        {
+            "id": "i1",
+            "severity": "major",
+            "dimension": "accuracy",
+            "quote": "Tenants get 30 days.",
+            "suggestion": "Give the statutory period.",
+            "error_type": "factual_error",
+            "corrected_text": "Tenants get 60 days.",
+        },
+        {"id": "i2", "severity": "minor", "dimension": "structure", "suggestion": "Add a title."},
+    ]
+
+    def body(self, **extra) -> dict:
+        return {
+            "task": "Explain the notice period.",
+            "previous_output": "Tenants get 30 days.",
+            "reflections": [reflection("critic", "Check the period.")],
+            "issues": self.ISSUES,
+            **extra,
+        }
+
+    @staticmethod
+    def reply(*responses: dict) -> dict:
+        return {"output": "Tenants get 60 days.", "uncertainties": [], "responses": list(responses)}
+
+    async def test_every_issue_is_numbered_in_the_prompt_and_answered(self, actor, fake_model):
+        response = await actor.post("/v1/revise", json=self.body())
+        assert response.status_code == 200, response.text
+        answers = response.json()["responses"]
+        assert [(a["issue"], a["action"], a["point"]) for a in answers] == [
+            ("i1", "applied", ""),
+            ("i2", "applied", ""),
+        ]
+        text = user_text(fake_model.requests()[0])
+        assert (
+            '[i1] (major, accuracy, factual_error) Give the statutory period. (on: "Tenants get '
+            '30 days.") (suggested text: "Tenants get 60 days.")'
+        ) in text
+        assert "[i2] (minor, structure, other) Add a title." in text
+        assert "Answer every critic issue above in `responses`" in text
+
+    async def test_an_unanswered_issue_gets_a_repair_request(self, actor, fake_model):
+        fake_model.script(
+            {"stage": "revise", "response": self.reply({"issue": "i1", "action": "applied"})},
+            {
+                "stage": "revise",
+                "response": self.reply(
+                    {"issue": "i1", "action": "applied"}, {"issue": "i2", "action": "applied"}
+                ),
+            },
+        )
+        response = await actor.post("/v1/revise", json=self.body())
+        assert [a["issue"] for a in response.json()["responses"]] == ["i1", "i2"]
+        _, repair = fake_model.requests()
+        assert "`responses` has no entry for the critic issue i2" in user_text(repair)
+
+    async def test_a_declined_issue_needs_a_reason(self, actor, fake_model):
+        bare = {"issue": "i2", "action": "declined", "reason": " "}
+        reasoned = {**bare, "reason": "A one-line answer needs no title."}
+        applied = {"issue": "i1", "action": "applied", "where": "sentence 1"}
+        fake_model.script(
+            {"stage": "revise", "response": self.reply(applied, bare)},
+            {"stage": "revise", "response": self.reply(applied, reasoned)},
+        )
+        response = await actor.post("/v1/revise", json=self.body())
+        declined = response.json()["responses"][1]
+        assert (declined["action"], declined["reason"]) == ("declined", reasoned["reason"])
+        _, repair = fake_model.requests()
+        assert "the critic issue i2 was declined without a reason" in user_text(repair)
+
+    async def test_a_revision_without_issues_is_told_to_answer_none(self, actor, fake_model):
+        await actor.post("/v1/revise", json=self.body(issues=[]))
+        text = user_text(fake_model.requests()[0])
+        assert "<critic_issues>" not in text
+        assert "`responses` stays empty" in text
+
+    @pytest.mark.parametrize("bad", ["x1", "i0", "i", "i1000"])
+    async def test_an_issue_id_out_of_form_is_422(self, actor, bad):
+        issues = [{**self.ISSUES[1], "id": bad}]
+        response = await actor.post("/v1/revise", json=self.body(issues=issues))
+        assert response.status_code == 422
+        assert "issues" in response.text

@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 from playwright.sync_api import Page
 
-from crosscheck.launcher import Supervisor, plan, tail
+from crosscheck.launcher import PORT_PREFIXES, Supervisor, plan, tail
 from tests.support.fakemodel import FakeModel
 from tests.support.servers import free_port
 
@@ -27,6 +27,9 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+# how long a service may take to answer its health check: on a loaded 2-core machine the
+# services' imports alone took over 60 s (seen with several test runs sharing it)
+START_S = 120
 ARTIFACTS = Path(__file__).resolve().parents[2] / "var" / "artifacts"
 
 
@@ -35,7 +38,7 @@ class Platform:
 
     def __init__(self, workdir: Path) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
-        for prefix in ("ACTOR", "CRITIC", "SANDBOX", "FAKEMODEL", "ORCHESTRATOR", "CONSOLE"):
+        for prefix in PORT_PREFIXES:
             env[f"{prefix}_PORT"] = str(free_port())
         env.update(
             {
@@ -62,7 +65,7 @@ class Platform:
         # start everything at once, then wait: the console's Streamlit start is the slow part
         started = [self.supervisor.start(spec) for spec in self.plan.services]
         for running in started:
-            problem = self.supervisor.wait_healthy(running, timeout_s=40)
+            problem = self.supervisor.wait_healthy(running, timeout_s=START_S)
             if problem:
                 raise RuntimeError(
                     f"{running.spec.name} did not start: {problem}\n{tail(running.log_path)}"

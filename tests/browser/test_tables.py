@@ -1,7 +1,7 @@
 """The console's tables in a real browser at 1280 px: the Queue, Escalations, Runs, Lessons
-and Metrics pages show their tables and charts without the page scrolling sideways (a wide
-table scrolls inside its own frame), and a run picked in the Runs table opens its timeline;
-the browser logs no error and asks nothing of another host."""
+and Metrics pages (with its Latest evaluation tab) show their tables and charts without the
+page scrolling sideways (a wide table scrolls inside its own frame), and a run picked in the
+Runs table opens its timeline; the browser logs no error and asks nothing of another host."""
 
 from __future__ import annotations
 
@@ -68,6 +68,10 @@ def test_tables_fit_at_1280_px(chromium: Path, platform: Platform, tmp_path: Pat
     ).json()["id"]
     wait_for_status(platform, paused, {"awaiting_review"})
     wait_for_status(platform, stopped, {"escalated"})
+    from tests.orchestrator.test_evaluations import SUMMARY
+
+    published = platform.api.post("/v1/evaluations", json=SUMMARY)
+    assert published.status_code == 201, published.text
 
     with sync_playwright() as p:
         browser = p.chromium.launch(
@@ -119,9 +123,17 @@ def test_tables_fit_at_1280_px(chromium: Path, platform: Platform, tmp_path: Pat
             expect(page.locator('[data-testid="stVegaLiteChart"]').first).to_be_visible()
             problems["metrics"] = sideways(page)
             screenshot(page, tmp_path / "console-tables-metrics.png")
+
+            page.get_by_role("tab", name="Latest evaluation").click()
+            expect(page.get_by_text("cross: score")).to_be_visible()
+            expect(page.get_by_text("+25.0 pts")).to_be_visible()
+            idle(page)
+            page.wait_for_timeout(500)  # the table draws on its canvas after the run
+            problems["evaluation"] = sideways(page)
+            screenshot(page, tmp_path / "console-tables-evaluation.png")
         finally:
             browser.close()
-    for name in ("queue", "escalations", "runs", "metrics"):
+    for name in ("queue", "escalations", "runs", "metrics", "evaluation"):
         keep_artifact(tmp_path / f"console-tables-{name}.png")
     assert {k: v for k, v in problems.items() if v} == {}
     assert outside == []  # nothing asked of another host

@@ -187,3 +187,68 @@ class TestDegrade:
             response = await client.post("/v1/critique", json=body(depth="L2"))
         assert response.status_code == 504
         assert "depth L1" in response.json()["detail"]
+
+
+class TestEvidence:
+    """Research evidence: numbered sources in the prompt, `evidence:[n]` checked against
+    them, and search queries asked for at L2 or when the caller researches."""
+
+    EVIDENCE = [
+        {
+            "n": 1,
+            "url": "file:///corpus/paracetamol.md",
+            "title": "Paracetamol",
+            "snippet": "The adult dose is 500 mg to 1 g every 4 to 6 hours.",
+            "retrieved_at": "2026-12-01T00:00:00Z",
+            "source": "corpus",
+        }
+    ]
+
+    async def test_sources_are_numbered_in_the_prompt(self, critic, fake_model):
+        await critic.post("/v1/critique", json=body(depth="L2", evidence=self.EVIDENCE))
+        prompt = user_text(fake_model.requests()[0])
+        assert "[1] Paracetamol file:///corpus/paracetamol.md" in prompt
+        assert "500 mg to 1 g every 4 to 6 hours" in prompt
+        assert "`evidence:[n]`" in prompt
+
+    async def test_an_unknown_source_number_is_repaired_then_dropped(self, critic, fake_model):
+        wrong = scripted(issues=[issue(evidence_source="evidence:[7]")])
+        fake_model.script(
+            {"stage": "critique", "response": wrong},
+            {"stage": "critique", "response": wrong},
+        )
+        response = await critic.post("/v1/critique", json=body(depth="L1", evidence=self.EVIDENCE))
+        assert response.status_code == 200, response.text
+        assert response.json()["issues"][0]["evidence_source"] is None
+        repair = user_text(fake_model.requests()[1])
+        assert "cites evidence:[7], which is not one of the numbered sources" in repair
+
+    async def test_a_known_source_number_is_kept(self, critic, fake_model):
+        fake_model.script(
+            {
+                "stage": "critique",
+                "response": scripted(issues=[issue(evidence_source="evidence:[1]")]),
+            }
+        )
+        response = await critic.post("/v1/critique", json=body(depth="L2", evidence=self.EVIDENCE))
+        assert response.json()["issues"][0]["evidence_source"] == "evidence:[1]"
+        assert len(fake_model.requests()) == 1
+
+    @pytest.mark.parametrize(
+        ("extra", "asked"),
+        [
+            ({"depth": "L2"}, True),
+            ({"depth": "L1", "research": True}, True),
+            ({"depth": "L1"}, False),
+        ],
+    )
+    async def test_queries_are_asked_at_l2_or_with_research(self, critic, fake_model, extra, asked):
+        queries = ["paracetamol adult maximum daily dose", "", "  paracetamol   units "]
+        fake_model.script(
+            {"stage": "critique", "response": scripted(issues=[issue()], queries=queries)}
+        )
+        response = await critic.post("/v1/critique", json=body(**extra))
+        prompt = user_text(fake_model.requests()[0])
+        assert ("In `queries`, give up to 3" in prompt) is asked
+        expected = ["paracetamol adult maximum daily dose", "paracetamol units"] if asked else []
+        assert response.json()["queries"] == expected

@@ -192,6 +192,20 @@ class TestAgainstTheOrchestrator:
         assert "awaiting_review" in result.output
         assert not lines_with(result.output, "critique")
 
+    async def test_research_options_reach_the_runs_policy(self, url, api):
+        result = await cli(url, "run", SKY, "--no-follow", "--research", "--require-citations")
+        assert result.exit_code == 0, result.output
+        run = (await api.get(f"/v1/runs/{result.stdout.strip()}")).json()
+        assert (run["policy"]["research"], run["policy"]["require_citations"]) == (True, True)
+
+        result = await cli(url, "run", SKY, "--no-follow", "--no-research")
+        run = (await api.get(f"/v1/runs/{result.stdout.strip()}")).json()
+        assert (run["policy"]["research"], run["policy"]["require_citations"]) == (False, False)
+
+        result = await cli(url, "run", SKY, "--no-follow")  # neither: the server's default
+        run = (await api.get(f"/v1/runs/{result.stdout.strip()}")).json()
+        assert (run["policy"]["research"], run["policy"]["require_citations"]) == (None, False)
+
     async def test_a_code_task_starts_from_a_file(self, url, tmp_path):
         start = tmp_path / "start.py"
         start.write_text("def add(a, b):\n    return a - b\n")

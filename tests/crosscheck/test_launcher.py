@@ -23,10 +23,12 @@ class TestPlan:
             "actor",
             "critic",
             "sandbox",
+            "research",
             "orchestrator",
             "console",
         ]
         assert p.env["ACTOR_URL"] == "http://127.0.0.1:8001"
+        assert p.env["ORCHESTRATOR_RESEARCH_URL"] == "http://127.0.0.1:8005"
         assert p.env["DATABASE_URL"] == "sqlite:///var/crosscheck.sqlite"
         assert len(p.env["CROSSCHECK_ADMIN_TOKEN"]) > 32
         assert p.env["OPENAI_BASE_URL"] == "http://127.0.0.1:8009/v1"
@@ -91,6 +93,7 @@ class TestPlan:
             "actor": {service, "OPENAI_API_KEY", "REDIS_URL"},
             "critic": {service, "ANTHROPIC_API_KEY", "REDIS_URL"},
             "sandbox": {service},
+            "research": {service, "OPENAI_API_KEY", "REDIS_URL"},
             "orchestrator": {
                 service,
                 "CROSSCHECK_ADMIN_TOKEN",
@@ -101,6 +104,22 @@ class TestPlan:
             "console": set(),
         }
         assert p.services[0].environment(p.env)["PATH"] == "/usr/bin"  # the rest is kept
+
+    def test_on_postgres_the_corpus_follows_the_platform_and_only_research_gets_it(self):
+        p = plan({"DATABASE_URL": "postgresql+psycopg://cc:pw@db:5432/crosscheck"})
+        assert p.env["RESEARCH_CORPUS_URL"] == "postgresql://cc:pw@db:5432/crosscheck"
+        given = self.secrets_given(p)
+        assert [name for name, keys in given.items() if "RESEARCH_CORPUS_URL" in keys] == [
+            "research"
+        ]
+        chosen = plan(
+            {
+                "DATABASE_URL": "postgresql://cc:pw@db/crosscheck",
+                "RESEARCH_CORPUS_URL": "postgresql://r:pw@other/corpus",
+            }
+        )
+        assert chosen.env["RESEARCH_CORPUS_URL"] == "postgresql://r:pw@other/corpus"
+        assert "RESEARCH_CORPUS_URL" not in plan({}).env  # SQLite platform: SQLite corpus
 
     def test_providers_swapped_swap_the_keys_and_the_demo_model_gets_nothing(self):
         swapped = plan(
@@ -145,7 +164,15 @@ class TestUp:
     def test_starts_everything_serves_a_draft_and_critique_and_stops_on_ctrl_c(self, tmp_path):
         ports = {
             name: free_port()
-            for name in ("ACTOR", "CRITIC", "SANDBOX", "FAKEMODEL", "ORCHESTRATOR", "CONSOLE")
+            for name in (
+                "ACTOR",
+                "CRITIC",
+                "SANDBOX",
+                "RESEARCH",
+                "FAKEMODEL",
+                "ORCHESTRATOR",
+                "CONSOLE",
+            )
         }
         token = "launcher-test-token-0123456789"
         env = {
@@ -167,7 +194,9 @@ class TestUp:
         assert process.stdout is not None
         try:
             lines = []
-            deadline = time.monotonic() + 90
+            # guards against a hang: services start one after another, and each takes 20-30 s
+            # to import on a loaded 2-core machine
+            deadline = time.monotonic() + 180
             while time.monotonic() < deadline:
                 line = process.stdout.readline()
                 if not line:
@@ -215,6 +244,8 @@ class TestUp:
                     break
                 time.sleep(0.1)
             assert body["stop_reason"] == "max_rounds"
+            research = httpx.get(f"http://127.0.0.1:{ports['RESEARCH']}/v1/info", timeout=5)
+            assert research.json()["models"] == {"distill": "scripted-demo"}
             console = httpx.get(f"http://127.0.0.1:{ports['CONSOLE']}/_stcore/health", timeout=5)
             assert console.status_code == 200
         finally:

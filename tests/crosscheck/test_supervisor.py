@@ -225,7 +225,7 @@ class TestStop:
         sup.signals = 2
         began = time.monotonic()
         sup.stop(grace_s=30)
-        assert time.monotonic() - began < 3
+        assert time.monotonic() - began < 15  # well inside the 30 s grace it skipped
         assert running.process.returncode == -signal.SIGKILL
 
 
@@ -298,6 +298,7 @@ def subprocess_pid_that_exited() -> int:
 
 @pytest.mark.slow
 class TestStartStopCycles:
+    @pytest.mark.timeout(300)  # three full starts of every service on a loaded machine
     def test_every_way_of_stopping_leaves_no_process_and_no_port(self, tmp_path):
         """SIGTERM to the group, SIGINT (Ctrl-C) and a double SIGTERM, with the sandbox's
         bubblewrap workers running (`bench.start_stop` does 20 cycles of `make run`)."""
@@ -319,7 +320,7 @@ class TestUpWithReplicas:
 
         from tests.support.databases import fresh_postgres_database
 
-        ports = {p: free_port() for p in ("ACTOR", "CRITIC", "FAKEMODEL")}
+        ports = {p: free_port() for p in ("ACTOR", "CRITIC", "FAKEMODEL", "RESEARCH")}
         base = free_port()
         with fresh_postgres_database("cc_up") as database_url:
             env = {

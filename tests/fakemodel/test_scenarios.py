@@ -270,3 +270,52 @@ class TestBenchScenario:
         assert verdict["issues"][0]["quote"] in draft
         passed = critique(PromptSections(task=task, candidate_output=revision["output"]))
         assert passed["verdict"] == "pass"
+
+
+def test_the_text_draft_proposes_a_query_and_a_revision_cites_its_evidence() -> None:
+    from fakemodel.scenarios import actor_output, parse_evidence
+    from shared.citations import validate_citations
+
+    evidence = parse_evidence(
+        "Sources found by research for this task, numbered:\n"
+        "[1] Tides explained file:///docs/tides.md\n"
+        "The Moon pulls the oceans. Two bulges form.\n"
+    )
+    task = "Explain the tides to a ten-year-old."
+    draft = actor_output(PromptSections(task=task), "draft")
+    assert draft["search_queries"] == ["Explain the tides to a ten-year-old"]
+
+    revise = PromptSections(
+        task=task,
+        previous_output=draft["output"],
+        reflections="- Say why there are two tides.",
+        evidence=evidence,
+        binding_points=("Mention the Moon",),
+    )
+    output = actor_output(revise, "revise")["output"]
+    assert "According to Tides explained: The Moon pulls the oceans [1]." in output
+    assert output.rstrip().endswith("[1] file:///docs/tides.md")  # the list stays last
+    assert "Reviewer point applied: Mention the Moon" in output
+    assert validate_citations(output, ["file:///docs/tides.md"]).ok
+
+    again = actor_output(
+        PromptSections(task=task, previous_output=output, reflections="- more", evidence=evidence),
+        "revise",
+    )["output"]
+    assert again.count("[1] file:///docs/tides.md") == 1  # one reference list, still at the end
+    assert again.count("According to Tides explained") == 1
+    assert validate_citations(again, ["file:///docs/tides.md"]).ok
+
+
+def test_a_passage_opening_with_its_heading_is_cited_without_it() -> None:
+    from fakemodel.scenarios import actor_output, parse_evidence
+
+    evidence = parse_evidence(
+        "[1] Golden Gate Bridge file:///docs/gg.md\n"
+        "# Golden Gate Bridge The bridge opened on May 27, 1937. It is red.\n"
+    )
+    revise = PromptSections(
+        task="When did it open?", previous_output="It opened.", evidence=evidence
+    )
+    output = actor_output(revise, "revise")["output"]
+    assert "According to Golden Gate Bridge: The bridge opened on May 27, 1937 [1]." in output

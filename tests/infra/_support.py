@@ -25,7 +25,7 @@ DEMO_OVERRIDE = REPO / "infra" / "compose.demo.yml"
 COMPOSE_SCHEMA = REPO / "infra" / "compose-spec.json"
 
 # Only these services may hold model-provider credentials or endpoints.
-PROVIDER_SERVICES = frozenset({"actor", "critic"})
+PROVIDER_SERVICES = frozenset({"actor", "critic", "research"})
 PROVIDER_ENV = re.compile(r"^(OPENAI|ANTHROPIC)_|_API_KEY$")
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
 

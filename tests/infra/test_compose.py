@@ -56,6 +56,7 @@ PROXY = "proxy"
 REQUIRED_SERVICES = {
     "actor",
     "critic",
+    "research",
     "sandbox",
     "fakemodel",
     *REPLICAS,
@@ -63,7 +64,7 @@ REQUIRED_SERVICES = {
     "postgres",
     "console",
 }
-TOKEN_SERVICES = {"actor", "critic", "sandbox", ORCHESTRATOR}
+TOKEN_SERVICES = {"actor", "critic", "research", "sandbox", ORCHESTRATOR}
 DEMO_ONLY = {"fakemodel"}
 # What identifies one replica; everything else the replicas must share.
 REPLICA_IDENTITY = ("ORCHESTRATOR_EXECUTOR_ID", "ORCHESTRATOR_ADVERTISE_URL")

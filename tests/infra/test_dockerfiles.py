@@ -377,6 +377,7 @@ def test_the_python_service_file_builds_actor_critic_fakemodel_orchestrator_and_
     assert modules == {
         "actor": "actor",
         "critic": "critic",
+        "research": "research",
         "fakemodel": "fakemodel",
         "orchestrator": "orchestrator",
         "console": "console",

@@ -288,3 +288,38 @@ class TestHugeNumbers:
     async def test_sequence_and_cursor_beyond_64_bits_are_4xx(self, api):
         assert (await api.get("/v1/events", params={"since": 2**63})).status_code == 422
         assert (await api.get("/v1/runs", params={"cursor": str(2**63)})).status_code == 400
+
+
+class TestInterruptedShutdown:
+    async def test_an_app_whose_shutdown_never_ran_does_not_lend_its_database(
+        self, orchestrator_settings, peers, tmp_path
+    ):
+        """A second app in the same process after the first one's lifespan was cut short
+        (its DBOS still launched) runs its workflows on its own database."""
+        from orchestrator.app import create_app
+        from tests.support.apps import serving
+
+        first = create_app(orchestrator_settings, peer_transports=peers)
+        abandoned = serving(first, ADMIN_TOKEN)
+        api = await abandoned.__aenter__()  # never exited: as when a shutdown was interrupted
+        assert (await api.get("/healthz")).status_code == 200
+
+        second_settings = orchestrator_settings.model_copy(
+            update={"database_url": f"sqlite:///{tmp_path}/second.sqlite"}
+        )
+        second = create_app(second_settings, peer_transports=peers)
+        try:
+            async with serving(second, ADMIN_TOKEN) as api2:
+                run_id = await start(api2, task="Explain tides.")
+                run = await wait_for(api2, run_id)
+                assert run["status"] in {"succeeded", "escalated"}
+        finally:
+            await abandoned.__aexit__(None, None, None)  # its other resources, closed late
+        import sqlite3
+
+        system = sqlite3.connect(tmp_path / "second.dbos.sqlite")  # the second app's DBOS tables
+        try:
+            ids = [r[0] for r in system.execute("SELECT workflow_uuid FROM workflow_status")]
+        finally:
+            system.close()
+        assert run_id in ids

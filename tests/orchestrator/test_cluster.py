@@ -219,6 +219,7 @@ async def watch(ws_url: str, into: list[dict], stop: asyncio.Event) -> None:
             into.append(json.loads(message))
 
 
+@pytest.mark.timeout(300)  # 200 runs through three replicas: minutes on a loaded 2-core machine
 async def test_kill_9_of_the_leader_with_200_runs_in_flight(cluster, fresh_model):
     fake_model = fresh_model
     fake_model.latency(LATENCY_MS)

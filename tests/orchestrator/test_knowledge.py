@@ -1,14 +1,22 @@
 """Knowledge packs and entries: the API (admins write, reviewers read), pack files, ranking
-by the database's text index, and what the Critic receives and records."""
+by the database's text index (and by embeddings when on), and what the Actor and the Critic
+receive and record."""
 
+import math
 import random
+import struct
 
 import pytest
+from pydantic import SecretStr
+from structlog.testing import capture_logs
 
+from fakemodel.embeddings import embed
 from orchestrator.app import create_app
 from orchestrator.db import session_scope
+from orchestrator.knowledge.embeddings import cosine, entry_text
 from orchestrator.knowledge.service import PackError
 from orchestrator.tables import KnowledgeEntry
+from tests.critic.conftest import scripted
 from tests.orchestrator.conftest import ADMIN_TOKEN, mint, start, wait_for
 from tests.support.apps import serving
 from tests.support.fakemodel import user_text
@@ -238,3 +246,174 @@ class TestPacks:
         with pytest.raises(PackError) as caught:
             await starting.__aenter__()
         assert str(caught.value).startswith(f"knowledge pack {path}: field `{field}`")
+
+
+class TestTheActorReceivesThem:
+    async def test_every_actor_call_gets_the_entries_chosen_at_the_draft_and_records_them(
+        self, api, fake_model
+    ):
+        tides = (
+            await api.post(
+                "/v1/knowledge",
+                json={
+                    "kind": "rule_anchor",
+                    "title": "Tides follow the Moon",
+                    "body": "Two tides a day: the Moon's gravity and the Earth's rotation.",
+                },
+            )
+        ).json()
+        lesson = (
+            await api.post(
+                "/v1/knowledge",
+                json={"kind": "lesson", "title": "Neap tides", "body": "Mention neap tides."},
+            )
+        ).json()
+        fake_model.script(
+            {"stage": "critique", "response": scripted(verdict="revise")},
+            {"stage": "critique", "response": PASS},
+        )
+        run_id = await start(api, task="Explain the tides.", policy={"max_rounds": 2})
+        run = await wait_for(api, run_id)
+        assert run["status"] == "succeeded", run
+        chosen = set(run["actor_knowledge"])
+        assert chosen == {tides["id"], lesson["id"]}
+        assert run["lessons_used"] == [lesson["id"]]
+        assert [set(r["actor_knowledge"]) for r in run["rounds"]] == [chosen, chosen]
+        assert set(run["rounds"][0]["critique"]["knowledge_used"]) == chosen
+        actor_calls = [c for c in fake_model.requests() if c["stage"] in ("draft", "revise")]
+        assert [c["stage"] for c in actor_calls] == ["draft", "revise"]
+        for call in actor_calls:
+            text = user_text(call)
+            lesson_at = text.index("[lesson from a reviewer] Mention neap tides.")
+            anchor_at = text.index("[rule_anchor] Tides follow the Moon: Two tides a day")
+            assert text.index("<knowledge>") < lesson_at < anchor_at  # lessons first
+        uses = {e["id"]: e["uses"] for e in (await api.get("/v1/knowledge")).json()}
+        assert uses == {tides["id"]: 1, lesson["id"]: 1}  # one run, counted once
+
+    async def test_a_task_with_no_relevant_entry_gets_no_knowledge_block(self, api, fake_model):
+        await api.post("/v1/knowledge", json={**ENTRY, "profiles": []})
+        run = await wait_for(
+            api, await start(api, task="Summarise the French revolution.", policy={"max_rounds": 1})
+        )
+        assert run["actor_knowledge"] == []
+        assert run["rounds"][0]["actor_knowledge"] == []
+        [draft] = [c for c in fake_model.requests() if c["stage"] == "draft"]
+        assert "<knowledge>" not in user_text(draft)
+
+
+PASS = scripted(verdict="pass", confidence=0.9, reflection="Nothing to change.", error_class="none")
+QUERY = "What dosage of medicine should a physician give to kids?"
+DECOY = {
+    "kind": "rule_anchor",
+    "title": "Give medicine only on prescription",
+    "body": "Should a pharmacy give medicine without a prescription? Never.",
+}
+PARAPHRASE = {
+    "kind": "logic_pitfall",
+    "title": "Doctors and children",
+    "body": "A doctor must set the medication amount for children by their weight.",
+}
+
+
+def received_cosine(query: str, entry: dict) -> float:
+    """The cosine the orchestrator computes: the fake's vectors, sent as float32 (base64)."""
+
+    def as_sent(text: str) -> list[float]:
+        vector = embed(text)
+        return list(struct.unpack(f"<{len(vector)}f", struct.pack(f"<{len(vector)}f", *vector)))
+
+    return cosine(as_sent(query), as_sent(entry_text(entry["title"], entry["body"], "")))
+
+
+def embedding_calls(fake_model) -> list[dict]:
+    return [c for c in fake_model.requests() if c["stage"] == "embeddings"]
+
+
+@pytest.fixture
+def embeddings_on(orchestrator_settings, fake_model, peers):
+    def build(**extra):
+        settings = orchestrator_settings.model_copy(
+            update={
+                "knowledge_embeddings": True,
+                "knowledge_embedding_base_url": fake_model.openai_base_url,
+                "knowledge_embedding_api_key": SecretStr("sk-test-embeddings"),
+                **extra,
+            }
+        )
+        return serving(create_app(settings, peer_transports=peers), ADMIN_TOKEN)
+
+    return build
+
+
+class TestEmbeddings:
+    async def test_off_the_text_index_ranks_and_no_embedding_request_is_sent(self, api, fake_model):
+        decoy = (await api.post("/v1/knowledge", json=DECOY)).json()
+        await api.post("/v1/knowledge", json=PARAPHRASE)
+        found = (await api.get("/v1/knowledge/search", params={"q": QUERY})).json()
+        assert [m["entry"]["id"] for m in found] == [decoy["id"]]
+        await wait_for(api, await start(api, task=QUERY, policy={"max_rounds": 1}))
+        assert embedding_calls(fake_model) == []
+
+    async def test_on_a_paraphrase_ranks_first_for_the_search_and_for_the_actor(
+        self, embeddings_on, fake_model
+    ):
+        async with embeddings_on() as api:
+            await api.post("/v1/knowledge", json=DECOY)
+            paraphrase = (await api.post("/v1/knowledge", json=PARAPHRASE)).json()
+            found = (await api.get("/v1/knowledge/search", params={"q": QUERY})).json()
+            run = await wait_for(api, await start(api, task=QUERY, policy={"max_rounds": 1}))
+        assert [m["entry"]["id"] for m in found] == [paraphrase["id"]]
+        assert found[0]["score"] == pytest.approx(received_cosine(QUERY, PARAPHRASE), abs=1e-5)
+        assert run["actor_knowledge"] == [paraphrase["id"]]
+        assert run["rounds"][0]["critique"]["knowledge_used"] == [paraphrase["id"]]
+        [draft] = [c for c in fake_model.requests() if c["stage"] == "draft"]
+        assert "Doctors and children: A doctor must set the medication amount" in user_text(draft)
+        calls = embedding_calls(fake_model)
+        assert calls
+        assert all(c["model"] == "text-embedding-3-small" for c in calls)
+        embedded = [t for c in calls for t in c["body"]["input"]]
+        assert embedded.count(entry_text(PARAPHRASE["title"], PARAPHRASE["body"], "")) == 1
+
+    async def test_an_edited_entry_is_embedded_again(self, embeddings_on, fake_model):
+        async with embeddings_on() as api:
+            paraphrase = (await api.post("/v1/knowledge", json=PARAPHRASE)).json()
+            first = (await api.get("/v1/knowledge/search", params={"q": QUERY})).json()
+            await api.patch(
+                f"/v1/knowledge/{paraphrase['id']}",
+                json={"body": "Lease deposits are returned within thirty days."},
+            )
+            second = (await api.get("/v1/knowledge/search", params={"q": QUERY})).json()
+        assert [m["entry"]["id"] for m in first] == [paraphrase["id"]]
+        assert second == []
+        embedded = [t for c in embedding_calls(fake_model) for t in c["body"]["input"]]
+        assert "Doctors and children\nLease deposits are returned within thirty days." in embedded
+
+    async def test_the_similarity_threshold_is_inclusive(self, embeddings_on):
+        exact = received_cosine(QUERY, PARAPHRASE)
+        assert 0.6 < exact < 1.0
+        for threshold, expected in ((exact, 1), (math.nextafter(exact, 1.0), 0)):
+            async with embeddings_on(knowledge_min_similarity=threshold) as api:
+                await api.post("/v1/knowledge", json=PARAPHRASE)
+                found = (await api.get("/v1/knowledge/search", params={"q": QUERY})).json()
+                for entry in (await api.get("/v1/knowledge")).json():
+                    await api.delete(f"/v1/knowledge/{entry['id']}")
+            assert len(found) == expected, threshold
+
+    async def test_provider_down_falls_back_to_the_text_index_and_the_run_succeeds(
+        self, embeddings_on, fake_model
+    ):
+        fake_model.faults(*[{"stage": "embeddings", "status": 503}] * 20)
+        fake_model.script({"stage": "critique", "response": PASS})
+        with capture_logs() as logs:  # whatever an earlier test configured logging to print
+            async with embeddings_on() as api:
+                decoy = (await api.post("/v1/knowledge", json=DECOY)).json()
+                await api.post("/v1/knowledge", json=PARAPHRASE)
+                found = (await api.get("/v1/knowledge/search", params={"q": QUERY})).json()
+                run = await wait_for(api, await start(api, task=QUERY, policy={"max_rounds": 1}))
+        assert [m["entry"]["id"] for m in found] == [decoy["id"]]
+        assert run["status"] == "succeeded"
+        assert run["actor_knowledge"] == [decoy["id"]]
+        assert {c["status"] for c in embedding_calls(fake_model)} == {503}
+        assert "knowledge embeddings unavailable: ranking by the text index alone" in [
+            entry["event"] for entry in logs
+        ]

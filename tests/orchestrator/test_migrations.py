@@ -1,13 +1,16 @@
 """The alembic migrations build exactly the schema the table models describe."""
 
+from datetime import UTC, datetime
+from typing import Any
+
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlmodel import Session, SQLModel
+from sqlmodel import Session, SQLModel, select
 
 import orchestrator.tables  # noqa: F401  (registers every table on SQLModel.metadata)
 from orchestrator.db import create_db_engine, migrate
-from orchestrator.tables import ApiToken, Lesson
+from orchestrator.tables import ApiToken, KnowledgeEntry, UTCDateTime
 
 
 def test_migrations_match_the_table_models(database_url):
@@ -67,7 +70,9 @@ def test_migrating_twice_changes_nothing(database_url):
         migrate(engine)
         with Session(engine) as session:  # data a running service wrote before a restart
             session.add(ApiToken(id="tok_kept", name="kept", role="admin", token_hash="h" * 64))
-            session.add(Lesson(id="les_kept", content="Cite the source."))
+            session.add(
+                KnowledgeEntry(id="les_kept", kind="lesson", title="Cite", body="Cite the source.")
+            )
             session.commit()
         before = (schema(engine), contents(engine))
         migrate(engine)  # every start runs it: the second run must be a no-op, not an error
@@ -76,7 +81,91 @@ def test_migrating_twice_changes_nothing(database_url):
         engine.dispose()
     assert after == before
     tables, rows = after
-    assert {"runs", "api_tokens", "lessons", "alembic_version"} <= set(tables)
+    assert {"runs", "api_tokens", "knowledge_entries", "alembic_version"} <= set(tables)
     assert len(rows["alembic_version"]) == 1
     assert [row[0] for row in rows["api_tokens"]] == ["'tok_kept'"]
-    assert [row[0] for row in rows["lessons"]] == ["'les_kept'"]
+    assert [row[0] for row in rows["knowledge_entries"]] == ["'les_kept'"]
+
+
+def _alembic(engine, action: str, revision: str) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    from orchestrator.db import MIGRATIONS
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        getattr(command, action)(config, revision)
+
+
+LESSON_ROWS: list[dict[str, Any]] = [
+    {
+        "id": "les_0001",
+        "content": "Always mention the spring and neap tides.\nAnd cite NOAA.",
+        "scope": "global",
+        "source_task": "Explain how the Moon causes ocean tides.",
+        "source_run_id": "run_kept",
+        "author": "Ada",
+        "uses": 4,
+        "retired": False,
+    },
+    {
+        "id": "les_0002",
+        "content": "Cite NOAA for tide data.",
+        "scope": "oceanography",
+        "source_task": "Explain tides.",
+        "source_run_id": None,
+        "author": "Grace",
+        "uses": 0,
+        "retired": True,
+    },
+]
+
+
+def test_lessons_move_into_knowledge_entries_and_back(database_url):
+    """0009 moves every lesson into ``knowledge_entries`` (kind ``lesson``, same id), and its
+    downgrade puts them back as they were."""
+    engine = create_db_engine(database_url)
+    created = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+    try:
+        _alembic(engine, "upgrade", "0008")
+        lessons = sa.table(
+            "lessons",
+            *(sa.column(name) for name in LESSON_ROWS[0]),
+            sa.column("created_at", UTCDateTime()),
+        )
+        with engine.begin() as connection:  # as the service wrote them (UTC timestamps)
+            connection.execute(
+                lessons.insert(), [{**row, "created_at": created} for row in LESSON_ROWS]
+            )
+        before = contents(engine)["lessons"]
+
+        _alembic(engine, "upgrade", "head")
+        assert "lessons" not in sa.inspect(engine).get_table_names()
+        with Session(engine) as session:
+            entries = {e.id: e for e in session.exec(select(KnowledgeEntry))}
+        assert set(entries) == {"les_0001", "les_0002"}
+        first, second = entries["les_0001"], entries["les_0002"]
+        assert (first.kind, first.title, first.body) == (
+            "lesson",
+            "Always mention the spring and neap tides.",
+            LESSON_ROWS[0]["content"],
+        )
+        assert (first.scope, first.source_run_id, first.author, first.uses) == (
+            "global",
+            "run_kept",
+            "Ada",
+            4,
+        )
+        assert first.source_task == LESSON_ROWS[0]["source_task"]
+        assert (second.scope, second.retired, second.profiles) == ("oceanography", True, [])
+
+        _alembic(engine, "downgrade", "0008")
+        assert contents(engine)["lessons"] == before
+        with engine.connect() as connection:
+            left = connection.execute(sa.text("SELECT count(*) FROM knowledge_entries")).scalar()
+        assert left == 0
+    finally:
+        engine.dispose()

@@ -3,9 +3,12 @@
 import pytest
 
 from orchestrator.engine.policy import (
+    ENVIRONMENT_RETRIES,
     after_critique,
     after_output,
     change_ratio,
+    critic_blames_environment,
+    environment_stop,
     needs_review_before_critique,
     over_budget,
     shrank,
@@ -181,9 +184,40 @@ class TestConvergence:
             out=output(change_ratio=change),
         )
         assert reason(stop) == expected
-        if stop is not None:
-            assert stop.status.value == "escalated"
+        if stop is not None:  # no major or critical issue open: it converged, and succeeds
+            assert (stop.status.value, stop.error_class) == ("succeeded", "none")
             assert f"round {round} changed" in stop.detail
+
+    @pytest.mark.parametrize(
+        ("open_blocking", "change", "expected"),
+        [
+            ([], 0.019, ("succeeded", "converged")),  # only minor issues were left
+            (["i1"], 0.019, ("escalated", "converged")),  # a stall with a major issue open
+            (["i1", "i3"], 0.0, ("escalated", "converged")),
+            (["failed evaluation"], 0.01, ("escalated", "converged")),
+            (["i1"], 0.02, None),  # at the threshold it changed enough: the loop goes on
+            ([], 0.02, None),
+        ],
+    )
+    def test_a_stall_with_major_issues_open_escalates(self, open_blocking, change, expected):
+        stop = after_output(
+            Policy(),
+            round=2,
+            seen_hashes=["old"],
+            out=output(change_ratio=change, open_blocking=open_blocking),
+        )
+        assert (None if stop is None else (stop.status.value, stop.reason.value)) == expected
+        if stop is not None and open_blocking:
+            assert all(name in stop.detail for name in open_blocking)
+
+    def test_off_switch_turns_the_stall_rule_off_too(self):
+        stop = after_output(
+            Policy(convergence_threshold=0.0),
+            round=2,
+            seen_hashes=["old"],
+            out=output(change_ratio=0.0, open_blocking=["i1"]),
+        )
+        assert stop is None
 
     def test_a_repeated_output_is_reported_as_a_duplicate_before_convergence(self):
         stop = after_output(
@@ -387,6 +421,85 @@ class TestRuleOrder:
         assert self.decide("pass", evaluation=False) == "max_rounds"
         assert self.decide("pass", evaluation=False, previous="this") == "repeated_critique"
         assert self.decide("pass", evaluation=False, tokens=11) == "budget_exceeded"
+
+
+class TestContinueValue:
+    """``min_continue_value``: the critic's value of another round, below which the run has
+    converged (0 = off), unless a major or critical issue or a failed evaluation is open."""
+
+    @staticmethod
+    def decide(minimum, value, *, verdict="revise", severity="minor", evaluation=None):
+        return after_critique(
+            Policy(min_continue_value=minimum, max_rounds=5),
+            round=2,
+            critique=critique(
+                verdict, continue_value=value, issues=[{"severity": severity, "dimension": "d"}]
+            ),
+            evaluation_passed=evaluation,
+            previous_signature=None,
+        )
+
+    @pytest.mark.parametrize(
+        ("minimum", "value", "expected"),
+        [
+            (3, 2, ("succeeded", "converged")),  # just below the seed's 3/10
+            (3, 3, None),  # at it: another round is worth it
+            (3, 4, None),
+            (5, 4, ("succeeded", "converged")),  # a run's own minimum
+            (10, 9, ("succeeded", "converged")),
+            (0, 0, None),  # 0 = off, even for a worthless round
+            (3, None, None),  # the critic did not score it
+        ],
+    )
+    def test_a_round_worth_too_little_ends_the_run(self, minimum, value, expected):
+        stop = self.decide(minimum, value)
+        assert (None if stop is None else (stop.status.value, stop.reason.value)) == expected
+        if stop is not None:
+            assert f"{value}/10" in stop.detail
+
+    @pytest.mark.parametrize("severity", ["major", "critical"])
+    def test_a_major_issue_keeps_the_run_going(self, severity):
+        assert self.decide(3, 0, severity=severity) is None
+
+    def test_failing_tests_keep_the_run_going(self):
+        assert self.decide(3, 0, evaluation=False) is None
+
+    def test_a_pass_is_a_pass_and_an_escalate_an_escalate(self):
+        assert reason(self.decide(3, 0, verdict="pass")) == "critic_pass"
+        assert reason(self.decide(3, 0, verdict="escalate")) == "critic_escalated"
+
+    def test_the_policy_field_is_bounded(self):
+        with pytest.raises(ValueError, match="less than or equal to 10"):
+            Policy(min_continue_value=11)
+        with pytest.raises(ValueError, match="greater than or equal to 0"):
+            Policy(min_continue_value=-1)
+
+
+class TestEnvironmentVerdict:
+    @pytest.mark.parametrize(
+        ("verdict", "error_class", "expected"),
+        [
+            ("revise", "environment", True),
+            ("escalate", "environment", True),
+            ("pass", "environment", False),  # a pass is a pass
+            ("revise", "logic", False),
+            ("revise", "hallucination", False),
+        ],
+    )
+    def test_only_a_critique_that_blames_the_environment_is_retried(
+        self, verdict, error_class, expected
+    ):
+        found = critic_blames_environment({"verdict": verdict, "error_class": error_class})
+        assert found is expected
+
+    def test_after_the_retries_the_run_escalates_environment(self):
+        stop = environment_stop(2, ENVIRONMENT_RETRIES + 1)
+        assert (stop.status.value, stop.reason.value, stop.error_class) == (
+            "escalated",
+            "environment",
+            "environment",
+        )
+        assert "3 time(s) on round 2" in stop.detail
 
 
 class TestReviewBeforeCritique:

@@ -71,7 +71,9 @@ class TestPreferWait:
         response = await api.post("/v1/runs", json={"task": SKY}, headers=waiting(1))
         elapsed = time.monotonic() - started
         assert response.status_code == 202, response.text
-        assert 1.0 <= elapsed < 5.0
+        # it waited the second asked for, and answered before the run's own 6 s of model
+        # latency (draft and critique) were over: a 202 then, not the finished run
+        assert 1.0 <= elapsed < 6.0
         assert response.headers["preference-applied"] == "wait=1"
         created = response.json()
         assert set(created) == {"id", "status"}

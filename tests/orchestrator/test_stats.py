@@ -1,5 +1,6 @@
 """GET /v1/stats: aggregates of the read model, checked against the runs and trajectories."""
 
+import itertools
 import re
 import statistics
 from collections import defaultdict
@@ -57,6 +58,36 @@ async def expected_providers(api, *run_ids: str) -> dict[tuple[str, str], dict]:
     return out
 
 
+def adoption_counts(run: dict) -> list[tuple[int, int]]:
+    """Each revision's (adopted, counted) critic issues, from the run's own rounds: an issue
+    is adopted when the Actor answered it `applied` and the next critique did not raise it
+    again; a refusal the Critic accepted is not counted. A version that answered no issue
+    (a person's edit) is not measured."""
+    out = []
+    for before, after in itertools.pairwise(run["rounds"]):
+        issues = (before["critique"] or {}).get("issues", [])
+        answers = {r["issue"]: r for r in after["responses"] if r.get("issue")}
+        if not issues or not answers or after["critique"] is None:
+            continue
+        raised = {(i["dimension"], i["quote"]) for i in after["critique"]["issues"]}
+        accepted = set(after["critique"]["accepted_refusals"])
+        adopted = counted = 0
+        for n, found in enumerate(issues, start=1):
+            got = answers.get(f"i{n}", {}).get("action")
+            if got == "declined" and f"i{n}" in accepted:
+                continue
+            counted += 1
+            adopted += got == "applied" and (found["dimension"], found["quote"]) not in raised
+        if counted:
+            out.append((adopted, counted))
+    return out
+
+
+def metric(text: str, name: str) -> float:
+    match = re.search(rf"^{name} (\S+)$", text, re.MULTILINE)
+    return float(match.group(1)) if match else 0.0
+
+
 class TestStats:
     async def test_empty_database(self, api):
         body = await stats(api)
@@ -86,6 +117,8 @@ class TestStats:
         assert len(adoptions) == 1  # only the passing run's round 2 follows a critique
         assert body["adoption_rounds"] == 1
         assert body["adoption_rate"] == pytest.approx(statistics.fmean(adoptions))
+        counts = [c for run in (passed, escalated) for c in adoption_counts(run)]
+        assert body["adoption_rate"] == pytest.approx(statistics.fmean(a / n for a, n in counts))
 
         expected = await expected_providers(api, passed["id"], escalated["id"])
         assert sorted(expected) == [("anthropic", "critic"), ("openai", "actor")]
@@ -269,6 +302,44 @@ class TestReflectionHealth:
         assert 'crosscheck_critiques_total{degraded="true",depth="L1",profile="legal"} 1.0' in text
         assert (
             'crosscheck_critiques_total{degraded="false",depth="L1",profile="general"} 3.0' in text
+        )
+
+    async def test_adoption_from_the_answers_equals_counts_from_the_runs(self, api, fake_model):
+        """Applied and not raised again is adopted; a refusal the Critic accepts is not
+        counted; one it rejects counts against; `/v1/stats` and `/metrics` agree with it."""
+        from tests.orchestrator.test_revision_points import (
+            DRAFT,
+            ONE,
+            REASON,
+            REVISED,
+            TWO,
+            actor,
+            answer,
+        )
+
+        declined = actor(REVISED, answer("i1"), answer("i2", "declined", REASON))
+        accepted = {**PASS, "accepted_refusals": ["i2"]}
+        for verdict in (accepted, scripted(issues=[TWO])):  # accepted, then raised again
+            fake_model.script(
+                {"stage": "draft", "response": actor(DRAFT)},
+                {"stage": "critique", "response": scripted(issues=[ONE, TWO])},
+                {"stage": "revise", "response": declined},
+                {"stage": "critique", "response": verdict},
+            )
+            await wait_for(api, await start(api, task="Explain tides.", policy={"max_rounds": 2}))
+        await wait_for(api, await start(api, task=PASSES))  # the built-in loop: all applied
+        items = (await api.get("/v1/runs")).json()["items"]
+        runs = [(await api.get(f"/v1/runs/{r['id']}")).json() for r in items]
+
+        counts = [c for run in runs for c in adoption_counts(run)]
+        assert sorted(counts) == [(1, 1), (1, 1), (1, 2)]
+        body = await stats(api)
+        assert body["adoption_rounds"] == len(counts)
+        assert body["adoption_rate"] == pytest.approx(statistics.fmean(a / n for a, n in counts))
+        text = (await api.get("/metrics")).text
+        assert metric(text, "crosscheck_reflection_issues_total") == sum(n for _, n in counts)
+        assert metric(text, "crosscheck_reflection_issues_adopted_total") == sum(
+            a for a, _ in counts
         )
 
     async def test_a_version_a_rule_ended_before_its_critique_is_not_due_one(self, api, fake_model):

@@ -28,6 +28,8 @@ WORKER_GROUPS = {
     # of that user outlived its job (an orphan re-parented to pid 1 counts, whoever left it):
     # one sandbox test at a time, so one test's dying jobs are not another's strays.
     "tests/sandbox/": "sandbox",
+    # HumanEval through the real sandbox: its jobs run as the sandbox user too.
+    "tests/crosscheck/test_eval.py::TestHumanEval::": "sandbox",
 }
 
 

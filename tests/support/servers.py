@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -14,7 +15,34 @@ from pathlib import Path
 import httpx
 
 
+def _listen_range() -> tuple[int, int] | None:
+    """Ports below the kernel's ephemeral range (where outgoing connections get theirs)."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return (10_000, low - 1) if low > 12_000 else None
+
+
 def free_port() -> int:
+    """A free loopback port for a server a test starts. Not from the ephemeral range: such a
+    port, free when checked, can be taken before the server binds it by any outgoing
+    connection (the services' clients open thousands); each xdist worker draws from its own
+    slice of the range, so two workers do not pick the same port either."""
+    span = _listen_range()
+    if span is not None:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+        slices = 8
+        width = (span[1] - span[0]) // slices
+        start = span[0] + (int(worker) % slices if worker.isdigit() else 0) * width
+        for _ in range(100):
+            port = random.randrange(start, start + width)
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])

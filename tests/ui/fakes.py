@@ -51,10 +51,23 @@ def review_detail(item: dict) -> dict:
                             "severity": "major",
                             "quote": "stones <b>remember</b> water",
                             "suggestion": "use seven syllables",
+                            "error_type": "other",
+                            "original_text": "stones <b>remember</b> water",
+                            "corrected_text": None,
+                            "evidence_source": "task",
                         }
                     ],
                     "reflection": "count syllables",
                     "error_class": None,
+                    "no_error_found": False,
+                    "justification": "",
+                    "profile": "general",
+                    "risk": "low",
+                    "depth": "L1",
+                    "requested_depth": "auto",
+                    "degraded": False,
+                    "degraded_reason": None,
+                    "knowledge_used": [],
                 }
             ],
             "reflections": [
@@ -125,7 +138,7 @@ def stats_body(**extra: Any) -> dict:
         "runs_by_status": {"escalated": 1, "revising": 1, "succeeded": 3},
         "runs_by_stop_reason": {"critic_pass": 3, "max_rounds": 1},
         "rounds_per_run": [{"rounds": 1, "runs": 1}, {"rounds": 2, "runs": 3}],
-        "adoption_rate": 0.75,
+        "adoption_rate": 0.45,
         "adoption_rounds": 4,
         "model_calls": 8,
         "model_calls_truncated": False,
@@ -133,9 +146,57 @@ def stats_body(**extra: Any) -> dict:
             provider("anthropic", "critic", latency_ms_p50=420.0, cost_usd=0.03),
             provider("openai", "actor"),
         ],
+        "critic_agreement": [],
+        "versions": 6,
+        "versions_critiqued": 6,
+        "trigger_rate": 1.0,
+        "critiques": 6,
+        "critiques_degraded": 1,
+        "degraded_rate": 0.166667,
+        "critiques_by_depth": {"L1": 4, "L2": 2},
+        "adoption_in_band": True,
     }
     body.update(extra)
     return body
+
+
+KINDS = ("rule_anchor", "logic_pitfall", "evidence_hierarchy", "lesson")
+
+
+def knowledge_entry(entry_id: str = "kn_rule1", **extra: Any) -> dict:
+    """A knowledge entry as ``GET /v1/knowledge`` lists it."""
+    entry = {
+        "id": entry_id,
+        "kind": "rule_anchor",
+        "title": "Statutes: cite the jurisdiction",
+        "body": "Every statute named must say which jurisdiction it belongs to.",
+        "profiles": ["legal"],
+        "weight": 1.0,
+        "pack": "api",
+        "author": "admin",
+        "retired": False,
+        "created_at": _iso(-7200),
+        "updated_at": _iso(-3600),
+    }
+    entry.update(extra)
+    return entry
+
+
+def _knowledge_problem(doc: dict) -> str | None:
+    """The API's 422 message for what the fake checks: blank title or body, an unknown kind,
+    a weight outside 0..1 (the same words pydantic uses)."""
+    for name in ("title", "body"):
+        if name in doc and not str(doc[name]).strip():
+            return f"{name}: String should have at least 1 character"
+    if "kind" in doc and doc["kind"] not in KINDS:
+        return (
+            "kind: Input should be 'rule_anchor', 'logic_pitfall', 'evidence_hierarchy' or 'lesson'"
+        )
+    weight = doc.get("weight")
+    if weight is not None and not 0.0 <= float(weight) <= 1.0:
+        side = "greater than or equal to 0" if float(weight) < 0 else "less than or equal to 1"
+        return f"weight: Input should be {side}"
+    return None
 
 
 # the tokens the fake orchestrator knows: a password login's session token (ana's, and rita's
@@ -155,7 +216,74 @@ EMPTY_STATS = stats_body(
     adoption_rounds=0,
     model_calls=0,
     providers=[],
+    versions=0,
+    versions_critiqued=0,
+    trigger_rate=None,
+    critiques=0,
+    critiques_degraded=0,
+    degraded_rate=None,
+    critiques_by_depth={},
+    adoption_in_band=None,
 )
+
+
+def evaluation_mode(mode: str, **extra: Any) -> dict:
+    row = {
+        "mode": mode,
+        "items": 40,
+        "passed": 10,
+        "score": 0.25,
+        "judge": None,
+        "rounds": 1.0,
+        "tokens": 300.0,
+        "tokens_total": 12000,
+        "cost_usd": 0.002,
+        "latency_p50_s": 1.5,
+        "latency_p95_s": 3.0,
+        "escalations": None,
+        "seen_by_person": None,
+        "actor": ["openai/gpt-5-mini"],
+        "critic": [],
+        "config": None,
+    }
+    row.update(extra)
+    return row
+
+
+def evaluation_body(**extra: Any) -> dict:
+    """``GET /v1/evaluations/latest``: single, then cross (score +25 points, 4x the cost)."""
+    body = {
+        "id": "eval_1",
+        "dataset": "text",
+        "items": 40,
+        "limit": 40,
+        "seed": 1,
+        "modes": [
+            evaluation_mode("single"),
+            evaluation_mode(
+                "cross",
+                passed=20,
+                score=0.5,
+                rounds=2.5,
+                tokens=1500.0,
+                tokens_total=60000,
+                cost_usd=0.008,
+                latency_p50_s=6.0,
+                latency_p95_s=11.0,
+                escalations=3,
+                seen_by_person=0.125,
+                critic=["anthropic/claude-sonnet-4-6"],
+            ),
+        ],
+        "config": {"set_file": "shipped text set", "concurrency": 4},
+        "commit": "c90963e0123456789abcdef0123456789abcdef0",
+        "started_at": "2026-11-30T10:00:00Z",
+        "finished_at": "2026-11-30T10:12:30Z",
+        "published_by": "eval-ci",
+        "published_at": "2026-11-30T10:12:31Z",
+    }
+    body.update(extra)
+    return body
 
 
 class FakeClient:
@@ -168,17 +296,23 @@ class FakeClient:
         runs: list[dict] | None = None,
         lessons: list[dict] | None = None,
         stats: dict | None = None,
+        knowledge: list[dict] | None = None,
+        evaluation: dict | None = None,
     ) -> None:
         self.reviews = {r["id"]: r for r in (reviews or [review_item()])}
         self.runs = {r["id"]: r for r in (runs or [run_summary()])}
         self.lessons = {item["id"]: item for item in (lessons or [])}
         self.stats_body = stats if stats is not None else stats_body()
+        self.knowledge = {item["id"]: item for item in (knowledge or [])}
+        self.fail_knowledge: ApiError | None = None
         self.calls: list[tuple[str, tuple, dict]] = []
         self.seq = 1
         self.token: str | None = None
         self.fail_decision: ApiError | None = None
         self.fail_retire: ApiError | None = None
         self.fail_stats: ApiError | None = None
+        self.evaluation = evaluation  # None: none published yet (the API's 404)
+        self.fail_evaluation: ApiError | None = None
 
     def _log(self, name: str, *args: Any, **kwargs: Any) -> None:
         self.calls.append((name, args, kwargs))
@@ -312,6 +446,12 @@ class FakeClient:
             raise self.fail_stats
         return self.stats_body
 
+    def latest_evaluation(self) -> dict | None:
+        self._log("latest_evaluation")
+        if self.fail_evaluation:
+            raise self.fail_evaluation
+        return self.evaluation
+
     def list_lessons(self, scope=None, include_retired=False) -> list[dict]:
         self._log("list_lessons", scope=scope, include_retired=include_retired)
         return [
@@ -328,6 +468,75 @@ class FakeClient:
             raise ApiError(404, "NotFound", f"lesson {lesson_id} does not exist")
         self.lessons[lesson_id]["retired"] = True
         return self.lessons[lesson_id]
+
+    # knowledge: the order and filters of GET /v1/knowledge, the 404s and 422s of its writes
+    def list_knowledge(self, kind=None, profile=None, include_retired=False, limit=None) -> list:
+        self._log("list_knowledge", kind=kind, profile=profile, include_retired=include_retired)
+        if self.fail_knowledge:
+            raise self.fail_knowledge
+        items = [
+            e
+            for e in sorted(self.knowledge.values(), key=lambda e: e["created_at"], reverse=True)
+            if kind in (None, e["kind"])
+            and (not profile or not e["profiles"] or profile in e["profiles"])
+            and (include_retired or not e["retired"])
+        ]
+        return items[:limit] if limit else items
+
+    def search_knowledge(self, q: str, profile=None) -> list[dict]:
+        """Entries whose title or body shares a word with ``q``, more shared words first."""
+        self._log("search_knowledge", q, profile=profile)
+        words = {w.lower() for w in q.split() if len(w) > 2}
+        scored = []
+        for entry in self.list_knowledge(profile=profile):
+            text = f"{entry['title']} {entry['body']}".lower()
+            score = float(sum(1 for w in words if w in text))
+            if score:
+                scored.append({"entry": entry, "score": score})
+        return sorted(scored, key=lambda m: -m["score"])[:3]
+
+    def get_knowledge(self, entry_id: str) -> dict:
+        self._log("get_knowledge", entry_id)
+        if entry_id not in self.knowledge:
+            raise ApiError(404, "NotFound", f"no knowledge entry {entry_id}")
+        return self.knowledge[entry_id]
+
+    def create_knowledge(self, *, kind, title, body, profiles=None, weight=1.0) -> dict:
+        self._log("create_knowledge", kind=kind, title=title, profiles=profiles, weight=weight)
+        doc = {"kind": kind, "title": title, "body": body, "weight": weight}
+        problem = _knowledge_problem(doc)
+        if problem:
+            raise ApiError(422, "ValidationError", problem)
+        entry = knowledge_entry(
+            f"kn_new{len(self.knowledge) + 1}",
+            kind=kind,
+            title=title.strip(),
+            body=body.strip(),
+            profiles=list(profiles or []),
+            weight=float(weight),
+            author="root",
+            created_at=_iso(0),
+            updated_at=_iso(0),
+        )
+        self.knowledge[entry["id"]] = entry
+        return entry
+
+    def update_knowledge(self, entry_id: str, **fields: Any) -> dict:
+        self._log("update_knowledge", entry_id, **fields)
+        if not fields:
+            raise ApiError(422, "ValidationError", "Value error, send at least one field to change")
+        problem = _knowledge_problem(fields)
+        if problem:
+            raise ApiError(422, "ValidationError", problem)
+        entry = self.get_knowledge(entry_id)
+        entry.update(fields, updated_at=_iso(0))
+        return entry
+
+    def retire_knowledge(self, entry_id: str) -> dict:
+        self._log("retire_knowledge", entry_id)
+        entry = self.get_knowledge(entry_id)
+        entry.update(retired=True, updated_at=_iso(0))
+        return entry
 
 
 def run_detail(run_id: str = "run-1", **extra: Any) -> dict:

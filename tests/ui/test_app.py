@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ from console.client import ApiError
 from tests.ui.fakes import (
     EMPTY_STATS,
     FakeClient,
+    evaluation_body,
+    evaluation_mode,
     lesson,
     provider,
     review_item,
@@ -135,6 +138,7 @@ PAGES = [
     ("views/escalations.py", "Escalations"),
     ("views/runs.py", "Runs"),
     ("views/lessons.py", "Lessons"),
+    ("views/knowledge.py", "Knowledge"),
     ("views/metrics.py", "Metrics"),
 ]
 
@@ -177,6 +181,9 @@ def unreachable_client() -> FakeClient:
         "get_run",
         "list_runs",
         "list_lessons",
+        "list_knowledge",
+        "search_knowledge",
+        "get_knowledge",
         "stats",
         "who_am_i",
         "login",
@@ -352,6 +359,23 @@ def test_a_pending_item_is_claimed_on_its_review_page():
     assert any("You hold this item for" in c.value for c in at.caption)  # the holder's view
     assert "tok_ana" not in all_text(at)  # never the token id
     assert at.radio(key="decision-action").options == ["comment", "approve", "edit", "reject"]
+
+
+def test_a_click_sent_with_the_cookie_confirmation_still_acts():
+    """Just after a login the browser confirms the session cookie; a click the reviewer made
+    meanwhile travels in the same message and must act (a rerun on the confirmation dropped
+    it, and the Claim button did nothing)."""
+    fake = FakeClient()
+    at = open_by_link(fake)
+    at.session_state["cookie"] = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+    at.session_state["cookie-set-token"] = True
+    at.session_state["cookie-set-who"] = True
+    at.button(key="review-claim").click().run()
+    assert_clean(at)
+    assert fake.called("claim") == [(("rev-1",), {})]
+    assert at.get("form")  # the decision form is there
+    with pytest.raises(KeyError):
+        at.session_state["cookie"]  # the cookie is written: its components are gone for good
 
 
 def test_claim_conflict_is_shown():
@@ -919,10 +943,14 @@ def test_metrics_chart_outcomes_rounds_adoption_latency_and_cost():
     assert metrics == {
         "Runs": "5",
         "Finished": "4",
-        "Adoption rate": "75%",
         "Model cost": "$0.0423",
+        "Trigger rate": "100%",
+        "Adoption rate": "45%",
+        "Degraded critiques": "17%",
+        "Critiques": "6",
     }
     assert [h.value for h in at.subheader] == [
+        "Reflection health",
         "Runs by status",
         "Finished runs by stop reason",
         "Rounds per finished run",
@@ -934,7 +962,8 @@ def test_metrics_chart_outcomes_rounds_adoption_latency_and_cost():
     assert "No reviewer has decided on a version the Critic had judged yet." in [
         c.value for c in at.caption
     ]
-    status, stop, rounds, latency, cost = charts(at)
+    depth, status, stop, rounds, latency, cost = charts(at)
+    assert chart_rows(depth) == [{"depth": "L1", "critiques": 4}, {"depth": "L2", "critiques": 2}]
     assert chart_rows(status) == [
         {"status": "succeeded", "runs": 3},
         {"status": "escalated", "runs": 1},
@@ -957,6 +986,84 @@ def test_metrics_chart_outcomes_rounds_adoption_latency_and_cost():
     assert list(table["models"]) == ["claude-sonnet-4-6", "gpt-5-mini"]
 
 
+def health(at: AppTest) -> dict[str, tuple[str, str | None, str]]:
+    """The reflection-health figures: value, delta text and its colour."""
+    return {
+        m.label: (
+            m.value,
+            m.proto.delta or None,
+            m.proto.DESCRIPTOR.fields_by_name["color"]
+            .enum_type.values_by_number[m.proto.color]
+            .name.lower(),
+        )
+        for m in at.metric
+        if m.label in ("Trigger rate", "Adoption rate")
+    }
+
+
+def test_reflection_health_inside_its_targets_raises_no_alert():
+    at = open_metrics(FakeClient())
+    assert not at.error
+    figures = health(at)
+    assert figures["Trigger rate"][:2] == ("100%", "target 95%")
+    assert figures["Adoption rate"][:2] == ("45%", "band 15%–70%")
+    assert "red" not in figures["Trigger rate"][2] + figures["Adoption rate"][2]
+
+
+@pytest.mark.parametrize(
+    ("rate", "alert"),
+    [
+        (0.14, "Adoption 14% is outside the healthy 15%–70% band: the revisions ignore"),
+        (0.71, "Adoption 71% is outside the healthy 15%–70% band: the drafts are poor"),
+    ],
+)
+def test_adoption_outside_its_band_is_an_alert(rate, alert):
+    at = open_metrics(FakeClient(stats=stats_body(adoption_rate=rate, adoption_in_band=False)))
+    [error] = at.error
+    assert shown(error.value).startswith(alert)
+    assert "red" in health(at)["Adoption rate"][2]
+
+
+@pytest.mark.parametrize("rate", [0.15, 0.70])
+def test_adoption_on_the_band_edges_is_inside(rate):
+    at = open_metrics(FakeClient(stats=stats_body(adoption_rate=rate, adoption_in_band=True)))
+    assert not at.error
+    assert "red" not in health(at)["Adoption rate"][2]
+
+
+def test_trigger_rate_below_target_is_an_alert_and_at_target_is_not():
+    below = stats_body(versions=20, versions_critiqued=18, trigger_rate=0.9)
+    at = open_metrics(FakeClient(stats=below))
+    [error] = at.error
+    assert shown(error.value) == (
+        "Trigger rate 90% is below the 95% target: 2 versions due a critique had none."
+    )
+    assert "red" in health(at)["Trigger rate"][2]
+    at = open_metrics(
+        FakeClient(stats=stats_body(versions=20, versions_critiqued=19, trigger_rate=0.95))
+    )
+    assert not at.error
+
+
+def test_reflection_health_without_critiques_shows_dashes():
+    stats = stats_body(
+        trigger_rate=None,
+        adoption_rate=None,
+        adoption_in_band=None,
+        degraded_rate=None,
+        critiques=0,
+        critiques_by_depth={},
+    )
+    at = open_metrics(FakeClient(stats=stats))
+    assert not at.error
+    metrics = {m.label: m.value for m in at.metric}
+    assert (metrics["Trigger rate"], metrics["Adoption rate"], metrics["Degraded critiques"]) == (
+        "—",
+        "—",
+        "—",
+    )
+
+
 def test_metrics_labels_read_across_and_small_costs_show():
     stats = stats_body(
         providers=[
@@ -965,7 +1072,8 @@ def test_metrics_labels_read_across_and_small_costs_show():
         ]
     )
     at = open_metrics(FakeClient(stats=stats))
-    status, stop, rounds, latency, cost = charts(at)
+    depth, status, stop, rounds, latency, cost = charts(at)
+    assert chart_rows(depth) == [{"depth": "L1", "critiques": 4}, {"depth": "L2", "critiques": 2}]
     for chart in (status, stop, rounds):
         spec = json.loads(chart.proto.spec)
         assert spec["encoding"]["x"]["axis"]["labelAngle"] == 0
@@ -989,7 +1097,7 @@ def test_metrics_say_when_no_call_is_priced():
         ]
     )
     at = open_metrics(FakeClient(stats=stats))
-    assert len(charts(at)) == 4  # no cost chart
+    assert len(charts(at)) == 5  # critiques by depth, status, stop, rounds, latency: no cost
     assert "No priced calls" in all_text(at)
 
 
@@ -1024,6 +1132,14 @@ def test_metrics_with_runs_but_no_model_calls_yet():
         adoption_rate=None,
         adoption_rounds=0,
         providers=[],
+        versions=0,
+        versions_critiqued=0,
+        trigger_rate=None,
+        critiques=0,
+        critiques_degraded=0,
+        degraded_rate=None,
+        critiques_by_depth={},
+        adoption_in_band=None,
     )
     at = open_metrics(FakeClient(stats=stats))
     assert {m.label: m.value for m in at.metric}["Adoption rate"] == "—"
@@ -1051,3 +1167,105 @@ def test_metrics_error_is_shown():
     at = open_metrics(fake)
     assert "Could not load the metrics: query.since: bad datetime" in shown(at.error[0].value)
     assert not charts(at)
+
+
+# ---------------------------------------------------------------- the latest evaluation
+def deltas(at: AppTest) -> dict[str, tuple[str, str | None]]:
+    return {m.label: (m.value, m.proto.delta or None) for m in at.metric if ": " in str(m.label)}
+
+
+def test_the_latest_evaluation_shows_beside_the_live_metrics():
+    at = open_metrics(FakeClient(evaluation=evaluation_body()))
+    assert [t.label for t in at.tabs] == ["Live", "Latest evaluation"]
+    assert {m.label: m.value for m in at.metric}["Runs"] == "5"  # the live figures stay
+    assert at.subheader[-1].value == "Latest evaluation"
+    facts = shown(at.markdown[-1].value)
+    for fact in (
+        "dataset **text**",
+        "items **40**",
+        "limit **40**",
+        "seed **1**",
+        "Actor **openai/gpt-5-mini**",
+        "Critic **anthropic/claude-sonnet-4-6**",
+        "finished **2026-11-30 10:12 UTC**",
+        "commit **c90963e01234**",
+        "published by **eval-ci**",
+    ):
+        assert fact in facts, fact
+    assert deltas(at) == {
+        "cross: score": ("50.0%", "+25.0 pts"),
+        "cross: cost": ("$0.0080", "+$0.0060 (×4.0)"),
+        "cross: latency p50": ("6.00 s", "+4.50 s"),
+        "cross: rounds": ("2.5", "+1.5"),
+    }
+    rows = table(at, -1)
+    assert rows["mode"] == ["single", "cross"]
+    assert rows["score"] == ["25.0%", "50.0%"]
+    assert rows["cost"] == ["$0.0020", "$0.0080"]
+    assert (rows["p50"], rows["p95"]) == (["1.50 s", "6.00 s"], ["3.00 s", "11.00 s"])
+    assert rows["rounds"] == ["1.0", "2.5"]
+    assert rows["escalations"] == ["—", "3"]
+    assert rows["person saw"] == ["—", "12.5%"]
+    assert rows["critic"] == ["—", "anthropic/claude-sonnet-4-6"]
+    assert "judge" not in rows  # no judge configured: no judge column
+
+
+def test_a_worse_mode_shows_negative_deltas_and_self_beside_cross():
+    cheap = evaluation_mode("self", score=0.2, cost_usd=0.001, latency_p50_s=1.0, rounds=1.0)
+    body = evaluation_body()
+    body["modes"] = [body["modes"][1], cheap, body["modes"][0]]  # any order: single first
+    at = open_metrics(FakeClient(evaluation=body))
+    assert table(at, -1)["mode"] == ["single", "self", "cross"]
+    found = deltas(at)
+    assert found["self: score"] == ("20.0%", "−5.0 pts")
+    assert found["self: cost"] == ("$0.0010", "−$0.0010 (×0.5)")
+    assert found["self: latency p50"] == ("1.00 s", "−0.50 s")
+    assert found["cross: score"] == ("50.0%", "+25.0 pts")
+
+
+def test_an_evaluation_without_single_has_nothing_to_compare():
+    body = evaluation_body(modes=[evaluation_mode("cross", judge=0.8, escalations=0)])
+    at = open_metrics(FakeClient(evaluation=body))
+    assert not deltas(at)
+    assert "No single mode in this evaluation" in all_text(at)
+    assert table(at, -1)["judge"] == ["80.0%"]
+
+
+def test_no_evaluation_yet_says_how_to_make_one():
+    fake = FakeClient()
+    at = open_metrics(fake)
+    assert fake.called("latest_evaluation")
+    said = [shown(i.value) for i in at.info]
+    assert any("No evaluation has been published yet" in i for i in said)
+    assert any("crosscheck eval text --mode cross" in i for i in said)
+    assert not deltas(at)
+
+
+def test_the_evaluation_shows_when_the_period_has_no_runs():
+    at = open_metrics(FakeClient(stats=EMPTY_STATS, evaluation=evaluation_body()))
+    assert "No runs in this period yet" in shown(at.info[0].value)
+    assert deltas(at)["cross: score"] == ("50.0%", "+25.0 pts")
+
+
+def test_an_evaluation_that_cannot_load_is_a_warning_and_the_live_metrics_stay():
+    fake = FakeClient()
+    fake.fail_evaluation = ApiError(0, "Unreachable", "http://127.0.0.1:8000: ConnectError")
+    at = open_metrics(fake)
+    assert "Could not load the latest evaluation" in shown(at.warning[0].value)
+    assert not at.error
+    assert {m.label: m.value for m in at.metric}["Runs"] == "5"
+
+
+def test_figures_the_page_cannot_read_show_as_dashes():
+    odd = evaluation_mode(
+        "cross", score="high", cost_usd=None, latency_p50_s=True, rounds=[], actor="x"
+    )
+    body = evaluation_body(modes=[evaluation_mode("single"), odd, {"mode": "quad"}, "junk"])
+    body.pop("finished_at")
+    at = open_metrics(FakeClient(evaluation=body))
+    rows = table(at, -1)
+    assert rows["mode"] == ["single", "cross"]
+    assert (rows["score"][1], rows["cost"][1], rows["p50"][1]) == ("—", "—", "—")
+    assert rows["actor"][1] == "—"
+    assert deltas(at)["cross: score"] == ("—", None)
+    assert "finished **—**" in shown(at.markdown[-1].value)

@@ -166,3 +166,76 @@ def test_a_read_on_a_connection_the_server_closed_is_sent_again_a_write_is_not()
     with pytest.raises(ApiError):
         client.login("ana", "pw")
     assert calls[2:] == ["POST"]
+
+
+def test_knowledge_calls_send_what_the_api_reads():
+    seen, handler = recorder([])
+    client = make(handler)
+    client.list_knowledge()
+    client.list_knowledge(kind="lesson", profile=" legal ", include_retired=True, limit=50)
+    client.search_knowledge("cite the statute", profile="legal")
+    client.create_knowledge(kind="rule_anchor", title="T", body="B")
+    client.update_knowledge("kn_1", retired=False)
+    client.retire_knowledge("kn_1")
+    assert [(r.method, r.url.path) for r in seen] == [
+        ("GET", "/v1/knowledge"),
+        ("GET", "/v1/knowledge"),
+        ("GET", "/v1/knowledge/search"),
+        ("POST", "/v1/knowledge"),
+        ("PATCH", "/v1/knowledge/kn_1"),
+        ("DELETE", "/v1/knowledge/kn_1"),
+    ]
+    assert dict(seen[0].url.params) == {}
+    assert dict(seen[1].url.params) == {
+        "kind": "lesson",
+        "profile": "legal",
+        "include_retired": "true",
+        "limit": "50",
+    }
+    assert dict(seen[2].url.params) == {"q": "cite the statute", "profile": "legal"}
+    assert json.loads(seen[3].content) == {
+        "kind": "rule_anchor",
+        "title": "T",
+        "body": "B",
+        "profiles": [],
+        "weight": 1.0,
+    }
+    assert json.loads(seen[4].content) == {"retired": False}
+
+
+def test_a_validation_error_names_its_field_even_one_called_body():
+    def handler(request: httpx.Request) -> httpx.Response:
+        detail = [
+            {"loc": ["body", "body"], "msg": "String should have at least 1 character"},
+            {"loc": ["body", "title"], "msg": "Field required"},
+            {"loc": ["body"], "msg": "Value error, send at least one field to change"},
+        ]
+        return httpx.Response(422, json={"error": "ValidationError", "detail": detail})
+
+    with pytest.raises(ApiError) as info:
+        make(handler).create_knowledge(kind="lesson", title="", body="")
+    assert info.value.detail == (
+        "body: String should have at least 1 character; title: Field required; "
+        "Value error, send at least one field to change"
+    )
+
+
+def test_latest_evaluation_is_none_until_one_is_published():
+    answers = [
+        httpx.Response(404, json={"error": "NotFound", "detail": "no evaluation yet"}),
+        httpx.Response(200, json={"id": "eval_1", "modes": []}),
+        httpx.Response(403, json={"error": "Forbidden", "detail": "needs a reviewer"}),
+    ]
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return answers[len(seen) - 1]
+
+    client = make(handler)
+    assert client.latest_evaluation() is None
+    assert client.latest_evaluation() == {"id": "eval_1", "modes": []}
+    with pytest.raises(ApiError) as info:
+        client.latest_evaluation()
+    assert (info.value.status, info.value.detail) == (403, "needs a reviewer")
+    assert {r.url.path for r in seen} == {"/v1/evaluations/latest"}

@@ -65,7 +65,13 @@ def json_type(value: Any) -> str:
 
 # Objects keyed by data (a status, a stop reason, a role), not by field name: each of the
 # fake's values is compared with one of the API's, whatever their keys.
-MAPS = (".runs_by_status", ".runs_by_stop_reason", ".usage", ".models")
+MAPS = (
+    ".runs_by_status",
+    ".runs_by_stop_reason",
+    ".usage",
+    ".models",
+    ".critiques_by_depth",
+)
 
 
 def drift(fake: Any, real: Any, where: str = "") -> list[str]:
@@ -328,6 +334,142 @@ class TestRunsEventsStatsLessons:
         assert await console(lambda c: c.list_lessons(scope="physics")) == []
         with_retired = await console(lambda c: c.list_lessons(include_retired=True))
         assert [(x["id"], x["retired"]) for x in with_retired] == [(lesson["id"], True)]
+
+
+def refused(call: Callable[[ConsoleClient], Any]) -> Callable[[ConsoleClient], ApiError]:
+    """``call`` expected to fail: its ApiError."""
+
+    def work(client: ConsoleClient) -> ApiError:
+        try:
+            call(client)
+        except ApiError as exc:
+            return exc
+        raise AssertionError("no error")
+
+    return work
+
+
+def fake_refusal(call: Callable[[fakes.FakeClient], Any]) -> ApiError:
+    fake = fakes.FakeClient(knowledge=[fakes.knowledge_entry()])
+    with pytest.raises(ApiError) as raised:
+        call(fake)
+    return raised.value
+
+
+class TestKnowledge:
+    async def test_an_admin_writes_entries_and_a_reviewer_reads_them(self, console):
+        admin = lambda call: console(call, token=ADMIN_TOKEN)  # noqa: E731
+        created = await admin(
+            lambda c: c.create_knowledge(
+                kind="rule_anchor",
+                title="Statutes: cite the jurisdiction",
+                body="Every statute named must say which jurisdiction it belongs to.",
+                profiles=["legal"],
+                weight=0.9,
+            )
+        )
+        fake = fakes.FakeClient()
+        fake_created = fake.create_knowledge(
+            kind="rule_anchor", title="t", body="b", profiles=["legal"], weight=0.9
+        )
+        assert drift(fake_created, created) == []
+        assert drift(fakes.knowledge_entry(), created) == []
+        assert (created["profiles"], created["weight"]) == (["legal"], 0.9)
+        assert created["retired"] is False
+        other = await admin(
+            lambda c: c.create_knowledge(
+                kind="logic_pitfall", title="Dosage units", body="mg and mcg differ."
+            )
+        )
+
+        # a reviewer reads, filters and searches
+        listed = await console(lambda c: c.list_knowledge())
+        assert drift([fakes.knowledge_entry()], listed) == []
+        assert [e["id"] for e in listed] == [other["id"], created["id"]]  # newest first
+        legal = await console(lambda c: c.list_knowledge(profile="legal"))
+        assert {e["id"] for e in legal} == {created["id"], other["id"]}  # other: every profile
+        medical = await console(lambda c: c.list_knowledge(profile="medical", kind="rule_anchor"))
+        assert medical == []
+        pitfalls = await console(lambda c: c.list_knowledge(kind="logic_pitfall"))
+        assert [e["id"] for e in pitfalls] == [other["id"]]
+        found = await console(
+            lambda c: c.search_knowledge("Which jurisdiction does this statute belong to?")
+        )
+        fake_found = fakes.FakeClient(knowledge=[fakes.knowledge_entry()]).search_knowledge(
+            "statute jurisdiction"
+        )
+        assert drift(fake_found, found) == []
+        assert found[0]["entry"]["id"] == created["id"]
+        one = await console(lambda c: c.get_knowledge(created["id"]))
+        assert drift(fakes.knowledge_entry(), one) == []
+
+        # the reviewer's writes are refused (the page does not offer them)
+        denied = await console(
+            refused(lambda c: c.create_knowledge(kind="lesson", title="t", body="b"))
+        )
+        assert denied.status == 403
+        denied = await console(refused(lambda c: c.retire_knowledge(created["id"])))
+        assert denied.status == 403
+
+        # an edit, a retire and bringing it back
+        edited = await admin(lambda c: c.update_knowledge(created["id"], title="Cite it"))
+        assert drift(fake.update_knowledge(fake_created["id"], title="Cite it"), edited) == []
+        assert (edited["title"], edited["body"]) == ("Cite it", created["body"])
+        retired = await admin(lambda c: c.retire_knowledge(created["id"]))
+        assert drift(fake.retire_knowledge(fake_created["id"]), retired) == []
+        assert retired["retired"] is True
+        assert [e["id"] for e in await console(lambda c: c.list_knowledge())] == [other["id"]]
+        every = await console(lambda c: c.list_knowledge(include_retired=True))
+        assert {e["id"] for e in every} == {created["id"], other["id"]}
+        back = await admin(lambda c: c.update_knowledge(created["id"], retired=False))
+        assert back["retired"] is False
+
+    async def test_refusals_are_the_ones_the_fake_raises(self, console):
+        admin = lambda call: console(call, token=ADMIN_TOKEN)  # noqa: E731
+        cases: list[Callable[[Any], Any]] = [
+            lambda c: c.create_knowledge(kind="rule_anchor", title="   ", body="b"),
+            lambda c: c.create_knowledge(kind="rule_anchor", title="t", body=""),
+            lambda c: c.create_knowledge(kind="rule_anchor", title="t", body="b", weight=1.5),
+            lambda c: c.create_knowledge(kind="rule_anchor", title="t", body="b", weight=-0.1),
+            lambda c: c.create_knowledge(kind="rumour", title="t", body="b"),
+            lambda c: c.get_knowledge("kn_nope"),
+            lambda c: c.retire_knowledge("kn_nope"),
+        ]
+        for call in cases:
+            real = await admin(refused(call))
+            fake = fake_refusal(call)
+            assert (real.status, real.error, real.detail) == (
+                fake.status,
+                fake.error,
+                fake.detail,
+            )
+        entry = await admin(lambda c: c.create_knowledge(kind="lesson", title="t", body="b"))
+        edits: list[dict[str, Any]] = [{"title": " "}, {"weight": 2.0}, {}]
+        for fields in edits:
+
+            def edit(client: Any, entry_id: str, f: dict[str, Any] = fields) -> Any:
+                return client.update_knowledge(entry_id, **f)
+
+            real = await admin(refused(lambda c: edit(c, entry["id"])))
+            fake = fake_refusal(lambda c: edit(c, "kn_rule1"))
+            assert (real.status, real.error, real.detail) == (
+                fake.status,
+                fake.error,
+                fake.detail,
+            )
+
+
+class TestEvaluations:
+    async def test_the_latest_evaluation_has_the_shape_the_fake_hands_the_page(self, console, api):
+        from tests.orchestrator.test_evaluations import SUMMARY
+
+        assert await console(lambda c: c.latest_evaluation()) is None
+        response = await api.post("/v1/evaluations", json=SUMMARY)
+        assert response.status_code == 201, response.text
+        real = await console(lambda c: c.latest_evaluation())
+        assert real["id"] == response.json()["id"]
+        assert drift(fakes.evaluation_body(), real) == []
+        assert fakes.FakeClient().latest_evaluation() is None  # as the API before any
 
 
 class TestDriftIsCaught:

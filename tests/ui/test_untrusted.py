@@ -8,7 +8,15 @@ from typing import Any
 
 from streamlit.testing.v1 import AppTest
 
-from tests.ui.fakes import FakeClient, lesson, review_detail, review_item, run_detail
+from tests.ui.fakes import (
+    FakeClient,
+    evaluation_body,
+    evaluation_mode,
+    lesson,
+    review_detail,
+    review_item,
+    run_detail,
+)
 from tests.ui.test_app import all_text, assert_clean, make_app, shown
 from tests.ui.untrusted import read
 
@@ -172,3 +180,30 @@ def test_a_hostile_shared_link_and_account_name_show_as_text():
     assert evil("link") in visible(at)
     signed_in = make_app(FakeClient(), user={"name": evil("account"), "role": "reviewer"}).run()
     assert evil("account") in visible(signed_in)
+
+
+def test_the_latest_evaluation_shows_its_names_as_text():
+    """Token names, model names and the dataset come from whoever published the summary."""
+    hostile = evaluation_body(
+        dataset=evil("dataset"),
+        published_by=evil("publisher"),
+        commit=evil("commit"),
+        finished_at=evil("finished"),
+        modes=[
+            evaluation_mode("single", actor=[evil("actor")]),
+            evaluation_mode("cross", critic=[evil("critic")], score=evil("score")),
+        ],
+    )
+    fake = FakeClient(evaluation=hostile)
+    text = visible(open_page("views/metrics.py", fake))
+    for where in ("dataset", "publisher", "actor", "critic", "finished"):
+        assert evil(where) in text, where
+    assert evil("commit")[:12] in text
+
+
+def test_a_hostile_error_loading_the_evaluation_shows_as_text():
+    from console.client import ApiError
+
+    fake = FakeClient()
+    fake.fail_evaluation = ApiError(500, "Boom", evil("evaluation-error"))
+    assert evil("evaluation-error") in visible(open_page("views/metrics.py", fake))

@@ -39,7 +39,10 @@ def _detail_text(detail: Any) -> str:
         parts = []
         for item in detail:
             if isinstance(item, dict):
-                loc = ".".join(str(p) for p in item.get("loc", []) if p != "body")
+                where = [str(p) for p in item.get("loc", [])]
+                if where[:1] == ["body"]:  # the request body itself (a field may be named body)
+                    where = where[1:]
+                loc = ".".join(where)
                 parts.append(f"{loc}: {item.get('msg', '')}" if loc else str(item.get("msg", "")))
             else:
                 parts.append(str(item))
@@ -221,6 +224,17 @@ class ConsoleClient:
         result: dict[str, Any] = self._json("GET", "/v1/stats", params=params)
         return result
 
+    def latest_evaluation(self) -> dict[str, Any] | None:
+        """The evaluation that finished last (``GET /v1/evaluations/latest``); None when none
+        has been published yet."""
+        try:
+            result: dict[str, Any] = self._json("GET", "/v1/evaluations/latest")
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return result
+
     def list_lessons(
         self, scope: str | None = None, include_retired: bool = False
     ) -> list[dict[str, Any]]:
@@ -231,6 +245,62 @@ class ConsoleClient:
     def retire_lesson(self, lesson_id: str) -> dict[str, Any]:
         """Stop offering a lesson to new runs (needs the reviewer role)."""
         result: dict[str, Any] = self._json("POST", f"/v1/lessons/{lesson_id}/retire")
+        return result
+
+    # ------------------------------------------------------------------ knowledge
+    def list_knowledge(
+        self,
+        kind: str | None = None,
+        profile: str | None = None,
+        include_retired: bool = False,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Knowledge entries, newest first (``GET /v1/knowledge``); ``profile`` keeps those for
+        that profile and those for every profile."""
+        params = {
+            "kind": kind,
+            "profile": (profile or "").strip(),
+            "include_retired": include_retired or None,
+            "limit": limit,
+        }
+        result: list[dict[str, Any]] = self._json("GET", "/v1/knowledge", params=params)
+        return result
+
+    def search_knowledge(self, q: str, profile: str | None = None) -> list[dict[str, Any]]:
+        """What the Critic would receive for a task with this text: ``[{"entry", "score"}]``,
+        best first."""
+        params = {"q": q, "profile": (profile or "").strip()}
+        result: list[dict[str, Any]] = self._json("GET", "/v1/knowledge/search", params=params)
+        return result
+
+    def get_knowledge(self, entry_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._json("GET", f"/v1/knowledge/{entry_id}")
+        return result
+
+    def create_knowledge(
+        self,
+        *,
+        kind: str,
+        title: str,
+        body: str,
+        profiles: list[str] | None = None,
+        weight: float = 1.0,
+    ) -> dict[str, Any]:
+        """Add an entry (needs the admin role; a 422 names the field it refuses)."""
+        doc: dict[str, Any] = {"kind": kind, "title": title, "body": body}
+        doc.update(profiles=profiles or [], weight=weight)
+        result: dict[str, Any] = self._json("POST", "/v1/knowledge", json=doc)
+        return result
+
+    def update_knowledge(self, entry_id: str, **fields: Any) -> dict[str, Any]:
+        """Change the fields given (``kind``, ``title``, ``body``, ``profiles``, ``weight``,
+        ``retired``; needs the admin role)."""
+        result: dict[str, Any] = self._json("PATCH", f"/v1/knowledge/{entry_id}", json=fields)
+        return result
+
+    def retire_knowledge(self, entry_id: str) -> dict[str, Any]:
+        """Retire an entry: no new call receives it (needs the admin role)."""
+        result: dict[str, Any] = self._json("DELETE", f"/v1/knowledge/{entry_id}")
         return result
 
 

@@ -22,5 +22,6 @@ PAGES = (
     PageSpec("views/escalations.py", "Escalations"),
     PageSpec("views/runs.py", "Runs"),
     PageSpec("views/lessons.py", "Lessons"),
+    PageSpec("views/knowledge.py", "Knowledge"),
     PageSpec("views/metrics.py", "Metrics"),
 )

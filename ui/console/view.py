@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import html
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -179,6 +180,8 @@ OUTPUT_CSS = """<style>
   text-align: right; padding-right: .8em; }
 .cc-out mark { background: #ffe58a; color: inherit; padding: 0; border-radius: 2px; }
 .cc-out sup.cc-q { font-size: .7em; font-weight: 700; color: #8a4b00; padding: 0 .15em; }
+.cc-out a.cc-cite { text-decoration: none; font-weight: 600; }
+.cc-out .cc-cite-bad { color: #b42318; text-decoration: underline wavy #b42318; font-weight: 700; }
 </style>"""
 
 
@@ -203,10 +206,21 @@ def quote_spans(text: str, quotes: list[tuple[int, str]]) -> list[tuple[int, int
     return kept
 
 
-def marked_output(text: str, quotes: list[tuple[int, str]], *, code: bool) -> str:
+def marked_output(
+    text: str,
+    quotes: list[tuple[int, str]],
+    *,
+    code: bool,
+    decorate: Callable[[str], str] | None = None,
+) -> str:
     """The output as it ships, escaped, with each quote in a numbered ``<mark>``: code keeps
-    its lines and indentation and gets line numbers; text keeps its paragraphs."""
+    its lines and indentation and gets line numbers; text keeps its paragraphs. ``decorate``
+    rewrites each piece of escaped text (the citation links of console.evidence)."""
     spans = quote_spans(text, quotes)
+
+    def escape(piece: str) -> str:
+        return decorate(html.escape(piece)) if decorate else html.escape(piece)
+
     lines: list[str] = []
     pos = 0
     for number, line in enumerate(text.split("\n"), start=1):
@@ -220,12 +234,12 @@ def marked_output(text: str, quotes: list[tuple[int, str]], *, code: bool) -> st
             if a == b and s < start:
                 continue
             if a > cursor:
-                out.append(html.escape(text[cursor:a]))
+                out.append(escape(text[cursor:a]))
             label = f'<sup class="cc-q">{n}</sup>' if s >= start else ""
-            out.append(f'<mark data-issue="{n}">{label}{html.escape(text[a:b])}</mark>')
+            out.append(f'<mark data-issue="{n}">{label}{escape(text[a:b])}</mark>')
             cursor = b
         if cursor < end:
-            out.append(html.escape(text[cursor:end]))
+            out.append(escape(text[cursor:end]))
         body = "".join(out)
         last = start == len(text) and number > 1  # the empty line after a final newline
         lines.append(f'<span class="cc-ln">{number}</span>{body}' if code and not last else body)

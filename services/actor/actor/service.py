@@ -10,10 +10,13 @@ from pydantic import BaseModel, Field
 from shared.contracts import (
     ActorResult,
     DraftRequest,
+    KnowledgeKind,
+    KnowledgeNote,
     PointAction,
     PointResponse,
     ReflectionSource,
     ReviseRequest,
+    RevisionIssue,
     Stage,
     TaskKind,
 )
@@ -21,14 +24,27 @@ from shared.prompting import PromptBook
 from shared.providers import ModelCall, ModelProvider
 
 SCHEMA_NAME = "actor_output"
+MAX_SEARCH_QUERIES = 3
 _FENCE = re.compile(r"^\s*```[\w+-]*\s*\n(?P<body>.*?)\n?```\s*$", re.DOTALL)
 
 
 class PointAnswer(BaseModel):
-    point: str = Field(description="The point answered, copied exactly.")
+    point: str = Field(
+        default="", description="The reviewer point answered, copied exactly; empty for an issue."
+    )
+    issue: str = Field(
+        default="", description="The critic issue answered, by its id (`i1`); empty for a point."
+    )
     action: PointAction = Field(description="`applied`, or `declined` with a reason.")
-    reason: str = Field(description="Why it was declined, or how it was applied.")
-    where: str = Field(description="Where in the output the change is (a quote or a place).")
+    reason: str = Field(default="", description="Why it was declined, or how it was applied.")
+    where: str = Field(
+        default="", description="Where in the output the change is (a quote or a place)."
+    )
+    source: str = Field(
+        default="",
+        description="For a hallucination issue whose claim stays: the source that supports it; "
+        "else empty.",
+    )
 
 
 class ActorOutput(BaseModel):
@@ -38,7 +54,13 @@ class ActorOutput(BaseModel):
     uncertainties: list[str] = Field(description="What the answer is unsure about.")
     responses: list[PointAnswer] = Field(
         default_factory=list,
-        description="One answer per reviewer point of a revision; empty for a first draft.",
+        description="One answer per reviewer point and per critic issue of a revision; empty "
+        "for a first draft.",
+    )
+    search_queries: list[str] = Field(
+        default_factory=list,
+        description="1-3 short web search queries (at most 8 words each) that would check the "
+        "answer's factual claims; empty when it states nothing that needs checking.",
     )
 
 
@@ -64,6 +86,30 @@ def point_problems(points: list[str], value: ActorOutput) -> list[str]:
     return problems
 
 
+def lessons_first(notes: list[KnowledgeNote]) -> list[KnowledgeNote]:
+    """Reviewers' lessons lead the guidance; the rest keep their rank."""
+    return sorted(notes, key=lambda note: note.kind is not KnowledgeKind.lesson)
+
+
+def issue_problems(issues: list[RevisionIssue], value: ActorOutput) -> list[str]:
+    """Every critic issue must be answered by its id; a declined one needs a reason."""
+    problems = []
+    for issue in issues:
+        answer = next((r for r in value.responses if r.issue.strip() == issue.id), None)
+        if answer is None:
+            problems.append(
+                f"`responses` has no entry for the critic issue {issue.id}: add one with "
+                f'`issue` "{issue.id}", `action` "applied" (and `where` the change is) or '
+                '"declined" (and the `reason`)'
+            )
+        elif answer.action is PointAction.declined and not answer.reason.strip():
+            problems.append(
+                f"the critic issue {issue.id} was declined without a reason: say in `reason` "
+                "why the output is right as it is, or apply it"
+            )
+    return problems
+
+
 def strip_fences(code: str) -> str:
     """Code tasks return code only: unwrap a single markdown fence a model may add."""
     match = _FENCE.match(code)
@@ -79,6 +125,19 @@ def code_problems(value: ActorOutput) -> list[str]:
             f"it does not parse: {exc.msg} (line {exc.lineno})"
         ]
     return []
+
+
+def search_queries(queries: list[str]) -> list[str]:
+    """The model's queries with white space tidied and blanks dropped, at most
+    ``MAX_SEARCH_QUERIES``; the Research service's gate judges the rest (length, duplicates)."""
+    tidy = [" ".join(q.split()) for q in queries]
+    return [q for q in tidy if q][:MAX_SEARCH_QUERIES]
+
+
+def _response(answer: PointAnswer) -> PointResponse:
+    fields = answer.model_dump()
+    fields["issue"] = fields["issue"].strip() or None
+    return PointResponse(**fields)
 
 
 class ActorService:
@@ -107,11 +166,14 @@ class ActorService:
             kind=request.kind.value,
             entry_point=request.entry_point,
             lessons=request.lessons,
+            knowledge=lessons_first(request.knowledge),
         )
         call = ModelCall(
             stage=Stage.draft,
             model=self.draft_model,
-            temperature=self.draft_temperature,
+            temperature=(
+                self.draft_temperature if request.temperature is None else request.temperature
+            ),
             system=self._system(request.kind, request.entry_point),
             user=user,
             max_tokens=self.max_tokens,
@@ -130,7 +192,10 @@ class ActorService:
             binding=binding,
             advisory=advisory,
             lessons=request.lessons,
+            knowledge=lessons_first(request.knowledge),
             points=request.binding_points,
+            issues=request.issues,
+            evidence=request.evidence,
         )
         call = ModelCall(
             stage=Stage.revise,
@@ -140,18 +205,24 @@ class ActorService:
             user=user,
             max_tokens=self.max_tokens,
         )
-        return await self._ask(call, request.kind, request.binding_points)
+        return await self._ask(call, request.kind, request.binding_points, request.issues)
 
     def _system(self, kind: TaskKind, entry_point: str | None) -> str:
         # the same few texts on every call: rendered once per (kind, entry point)
         return self.prompts.render_constant("system.j2", kind=kind.value, entry_point=entry_point)
 
     async def _ask(
-        self, call: ModelCall, kind: TaskKind, points: list[str] | None = None
+        self,
+        call: ModelCall,
+        kind: TaskKind,
+        points: list[str] | None = None,
+        issues: list[RevisionIssue] | None = None,
     ) -> ActorResult:
         def check(value: ActorOutput) -> list[str]:
             problems = code_problems(value) if kind is TaskKind.code else []
-            return problems + point_problems(points or [], value)
+            return (
+                problems + point_problems(points or [], value) + issue_problems(issues or [], value)
+            )
 
         reply = await self.provider.structured(call, ActorOutput, SCHEMA_NAME, check=check)
         output = reply.value.output
@@ -160,7 +231,8 @@ class ActorService:
         return ActorResult(
             output=output,
             uncertainties=[u for u in reply.value.uncertainties if u.strip()],
-            responses=[PointResponse(**r.model_dump()) for r in reply.value.responses],
+            responses=[_response(r) for r in reply.value.responses],
+            search_queries=search_queries(reply.value.search_queries),
             usage=reply.usage,
             exchanges=reply.exchanges,
         )

@@ -58,6 +58,63 @@ def binding_checks(points: list[str], value: Critique, output: str) -> list[Bind
     return checks
 
 
+def refusal_problems(request: CritiqueRequest, value: Critique) -> list[str]:
+    """An accepted refusal must name an issue the Actor declined."""
+    declined = {d.issue for d in request.declined}
+    return [
+        f"`accepted_refusals` names {issue!r}, which is not a declined issue; use only the ids "
+        f"listed in <declined> ({', '.join(sorted(declined)) or 'none'})"
+        for issue in value.accepted_refusals
+        if issue not in declined
+    ]
+
+
+MAX_SEARCH_QUERIES = 3
+
+
+def asks_for_queries(request: CritiqueRequest, depth: Depth) -> bool:
+    """Search queries are asked for (and kept) at depth L2, or when the caller runs research."""
+    return depth is Depth.L2 or request.research
+
+
+def search_queries(queries: list[str]) -> list[str]:
+    """White space tidied, blanks dropped, at most ``MAX_SEARCH_QUERIES``; the Research
+    service's gate judges the rest."""
+    tidy = [" ".join(q.split()) for q in queries]
+    return [q for q in tidy if q][:MAX_SEARCH_QUERIES]
+
+
+_EVIDENCE_REF = re.compile(r"^\s*evidence:\s*\[?(\d+)\]?\s*$", re.IGNORECASE)
+
+
+def evidence_problems(request: CritiqueRequest, value: Critique) -> list[str]:
+    """An issue resting on research evidence must name a source the request gave."""
+    if not request.evidence:
+        return []
+    numbers = {e.n for e in request.evidence}
+    problems = []
+    for i, issue in enumerate(value.issues):
+        match = _EVIDENCE_REF.match(issue.evidence_source or "")
+        if match and int(match.group(1)) not in numbers:
+            problems.append(
+                f"issue {i} cites evidence:[{match.group(1)}], which is not one of the numbered "
+                f"sources in <evidence> ({', '.join(str(n) for n in sorted(numbers))})"
+            )
+    return problems
+
+
+def known_evidence(issue: CritiqueIssue, request: CritiqueRequest) -> CritiqueIssue:
+    """Keep the promise that ``evidence:[n]`` names a source the request gave: with evidence
+    given, a number still unknown after the repair is dropped (set to null), as an inexact
+    quote is."""
+    match = _EVIDENCE_REF.match(issue.evidence_source or "")
+    if not request.evidence or match is None:
+        return issue
+    if int(match.group(1)) in {e.n for e in request.evidence}:
+        return issue
+    return issue.model_copy(update={"evidence_source": None})
+
+
 @dataclass(frozen=True)
 class DepthPlan:
     """What one depth may spend: its output-token cap and its latency budget."""
@@ -157,10 +214,19 @@ class CriticService:
             )
             value, rounds = await self._at_depth(request, profile, Depth.L1, spent)
         assert spent.usage is not None
-        issues = [self._verified(issue, request.output, profile) for issue in value.issues]
+        issues = [
+            known_evidence(self._verified(issue, request.output, profile), request)
+            for issue in value.issues
+        ]
+        declined = {d.issue for d in request.declined}
+        asked = asks_for_queries(request, Depth.L1 if degraded_reason else depth)
         return CritiqueResult(
-            **value.model_dump(exclude={"issues", "binding_checks"}),
+            **value.model_dump(
+                exclude={"issues", "binding_checks", "accepted_refusals", "queries"}
+            ),
             issues=issues,
+            queries=search_queries(value.queries) if asked else [],
+            accepted_refusals=[i for i in dict.fromkeys(value.accepted_refusals) if i in declined],
             binding_checks=binding_checks(request.binding_points, value, request.output),
             usage=spent.usage,
             exchanges=spent.exchanges or [],
@@ -221,7 +287,10 @@ class CriticService:
                 points=request.binding_points,
                 first_round=first_round,
                 knowledge=request.knowledge,
+                declined=request.declined,
                 output=request.output,
+                evidence=request.evidence,
+                ask_queries=asks_for_queries(request, plan.depth),
             ),
             max_tokens=min(plan.max_tokens, self.max_tokens),
         )
@@ -250,6 +319,8 @@ class CriticService:
                     if not (issue.evidence_source or "").strip()
                 ]
             problems += value.record_problems()
+            problems += refusal_problems(request, value)
+            problems += evidence_problems(request, value)
             checked = [c.point for c in value.binding_checks]
             problems += [
                 f"`binding_checks` has no entry for the reviewer point {point!r}: add one that "

@@ -5,7 +5,9 @@ latency) lives on ``app.state.fakemodel``, so tests can run several in one proce
 
 Model endpoints
     ``POST /v1/chat/completions`` (OpenAI Chat Completions), ``POST /v1/messages``
-    (Anthropic Messages), ``GET /v1/models``, ``GET /healthz``. Every model response carries
+    (Anthropic Messages), ``POST /v1/embeddings`` (OpenAI embeddings: deterministic hashed
+    bag-of-words vectors, logged with stage ``embeddings``; faults with that stage apply),
+    ``GET /v1/models``, ``GET /healthz``. Every model response carries
     ``x-crosscheck-scripted: true`` and ids prefixed ``scripted-``.
 
 Control API (``/_control``, JSON, for tests and the demo)
@@ -22,6 +24,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from fakemodel.embeddings import embed, encoded
 from fakemodel.protocol import (
     Answer,
     InvalidRequest,
@@ -37,6 +40,7 @@ from fakemodel.scenarios import (
     detect_stage,
     parse_sections,
     role_from_schema,
+    scripted_actor,
     structured_output,
 )
 from fakemodel.settings import FakeModelSettings
@@ -186,7 +190,9 @@ def create_app(settings: FakeModelSettings | None = None) -> FastAPI:
         fault: Fault | None = state.take_fault(api=api, stage=stage, text=call.match_text)
         item: ScriptItem | None = None
         if fault is None or (fault.status is None and not fault.malformed):
-            item = state.take_item(api=api, stage=stage, text=call.match_text)
+            item = state.take_item(
+                api=api, stage=stage, text=call.match_text, temperature=call.temperature
+            )
         applied = [f for f in (fault, item.fault if item else None) if f is not None]
         if applied:
             entry["fault"] = applied[0].model_dump(mode="json")
@@ -212,7 +218,8 @@ def create_app(settings: FakeModelSettings | None = None) -> FastAPI:
         if item is not None and item.raw is not None:
             answer = Answer(raw=item.raw, malformed=malformed)
         elif item is not None and item.response is not None:
-            answer = Answer(value=item.response, malformed=malformed)
+            value = scripted_actor(sections, stage, item.response)
+            answer = Answer(value=value, malformed=malformed)
         else:
             built = structured_output(sections, stage)
             answer = Answer(value=fit_schema(built, call.schema), malformed=malformed)
@@ -231,6 +238,69 @@ def create_app(settings: FakeModelSettings | None = None) -> FastAPI:
     async def messages(request: Request) -> JSONResponse:
         """Anthropic Messages (non-streaming)."""
         return await handle(request, "anthropic")
+
+    @app.post("/v1/embeddings", tags=["openai"])
+    async def embeddings(request: Request) -> JSONResponse:
+        """OpenAI Embeddings: one deterministic vector per input text."""
+        entry: dict[str, Any] = {
+            "seq": state.next_seq(),
+            "api": "openai",
+            "stage": "embeddings",
+            "model": None,
+            "temperature": None,
+            "auth_present": _auth_present(request, "openai"),
+            "body": None,
+            "status": None,
+            "response": None,
+            "fault": None,
+            "source": "scenario",
+        }
+        state.requests.append(entry)
+
+        def finish(status: int, body: dict[str, Any], headers: dict[str, str]) -> JSONResponse:
+            entry["status"] = status
+            entry["response"] = body
+            return JSONResponse(body, status_code=status, headers=headers)
+
+        def fail(status: int, message: str | None = None) -> JSONResponse:
+            entry["source"] = "fault" if entry["fault"] else "error"
+            return finish(status, error_body("openai", status, message), _headers("openai"))
+
+        if not entry["auth_present"]:
+            return fail(401, "You didn't provide an API key.")
+        try:
+            body: Any = json.loads(await request.body())
+        except ValueError:
+            return fail(400, "The request body must be a JSON object.")
+        entry["body"] = body
+        if not isinstance(body, dict) or not isinstance(body.get("model"), str):
+            return fail(400, "model: a model name is required")
+        entry["model"] = body["model"]
+        raw = body.get("input")
+        texts = [raw] if isinstance(raw, str) else raw
+        if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+            return fail(400, "input: a string or a non-empty list of strings is required")
+        fault = state.take_fault(api="openai", stage="embeddings", text="\n".join(texts))
+        if fault is not None:
+            entry["fault"] = fault.model_dump(mode="json")
+            if fault.delay_s:
+                await asyncio.sleep(fault.delay_s)
+            if fault.status is not None:
+                return fail(fault.status, fault.message)
+        encoding = body.get("encoding_format") or "float"
+        if encoding not in ("float", "base64"):
+            return fail(400, "encoding_format: float or base64")
+        tokens = sum(len(t.split()) for t in texts)
+        reply = {
+            "object": "list",
+            "model": body["model"],
+            "data": [
+                {"object": "embedding", "index": i, "embedding": encoded(embed(t), encoding)}
+                for i, t in enumerate(texts)
+            ],
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+        return finish(200, reply, _headers("openai"))
 
     @app.get("/v1/models", tags=["openai"])
     async def models() -> JSONResponse:

@@ -17,8 +17,18 @@ The Actor and the Critic send their prompts with XML-like tagged sections (``<ta
   adds one ``Reviewer point applied: <point>`` line per point (a comment in code) and answers
   each point ``applied``; the Critic reports a point satisfied exactly when the candidate
   contains its text, quoting that line.
+* **critic issues** (the numbered ``<critic_issues>`` of a revise prompt, in any scenario):
+  the revision answers each issue by its id, ``applied``, with ``where`` naming the output;
+  so does a scripted revision that has no ``responses`` field (:func:`scripted_actor`).
 
 Every quote a critique emits is an exact substring of the candidate output.
+
+* **research** (generic text): the draft proposes one search query, the task's first words;
+  a revision given ``<evidence>`` adds one sentence from source 1, cites it ``[1]`` and ends
+  with the reference line ``[1] URL``, as the revise prompt asks.
+
+The Research service's distillation (schema ``distillation``, stage ``distill``) answers
+with the ``<passage>``'s sentences that share a word with the ``<query>``.
 """
 
 from __future__ import annotations
@@ -28,13 +38,14 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Stage = Literal["draft", "revise", "critique"]
-Role = Literal["actor", "critic"]
+Stage = Literal["draft", "revise", "critique", "distill"]
+Role = Literal["actor", "critic", "researcher"]
 Kind = Literal["text", "code"]
 Scenario = Literal["primes", "text", "code", "bench"]
 
 ACTOR_SCHEMA_NAME = "actor_output"
 CRITIC_SCHEMA_NAME = "critique"
+DISTILL_SCHEMA_NAME = "distillation"
 REVISED_TEXT_MARKER = "(revised)"
 REVISED_CODE_MARKER = "# revised"
 DEFAULT_PRIMES_NAME = "primes_up_to"
@@ -49,6 +60,16 @@ _MAX_REFLECTIONS_ECHOED = 3
 
 
 @dataclass(frozen=True)
+class Source:
+    """One numbered source of an ``<evidence>`` block."""
+
+    n: int
+    title: str
+    url: str
+    text: str
+
+
+@dataclass(frozen=True)
 class PromptSections:
     """The tagged sections of a prompt; an absent tag is ``None``."""
 
@@ -59,6 +80,10 @@ class PromptSections:
     reflections: str | None = None
     candidate_output: str | None = None
     binding_points: tuple[str, ...] = ()
+    critic_issues: tuple[str, ...] = ()
+    query: str | None = None
+    passage: str | None = None
+    evidence: tuple[Source, ...] = ()
 
     @property
     def is_code(self) -> bool:
@@ -105,7 +130,36 @@ def parse_sections(text: str) -> PromptSections:
             for line in (extract_tag(text, "binding_points") or "").splitlines()
             if line.strip()
         ),
+        critic_issues=issue_ids(extract_tag(text, "critic_issues")),
+        query=_trim_block(extract_tag(text, "query")),
+        passage=_trim_block(extract_tag(text, "passage")),
+        evidence=parse_evidence(extract_tag(text, "evidence")),
     )
+
+
+_SOURCE_LINE = re.compile(r"^\[(\d+)\]\s+(.*?)\s*(\S+)$")
+
+
+def parse_evidence(block: str | None) -> tuple[Source, ...]:
+    """The sources of an ``<evidence>`` block: ``[n] title url`` lines, each followed by the
+    source's claims or snippet."""
+    sources: list[Source] = []
+    lines = (block or "").splitlines()
+    for i, line in enumerate(lines):
+        match = _SOURCE_LINE.match(line.strip())
+        if match and "://" in match.group(3):
+            text = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            sources.append(Source(int(match.group(1)), match.group(2), match.group(3), text))
+    return tuple(sources)
+
+
+_ISSUE_LINE = re.compile(r"^\s*\[(i\d+)\]")
+
+
+def issue_ids(block: str | None) -> tuple[str, ...]:
+    """The ids (``i1``, ``i2``, ...) that open the lines of a ``<critic_issues>`` block."""
+    found = (_ISSUE_LINE.match(line) for line in (block or "").splitlines())
+    return tuple(match.group(1) for match in found if match)
 
 
 # ------------------------------------------------------------------ role and stage
@@ -123,12 +177,16 @@ def role_from_schema(name: str | None, schema: dict[str, Any] | None) -> Role | 
             return "actor"
         if normalised == _normalise_name(CRITIC_SCHEMA_NAME):
             return "critic"
+        if normalised == _normalise_name(DISTILL_SCHEMA_NAME):
+            return "researcher"
     properties = schema.get("properties") if isinstance(schema, dict) else None
     if isinstance(properties, dict):
         if "verdict" in properties:
             return "critic"
         if "output" in properties:
             return "actor"
+        if "claims" in properties:
+            return "researcher"
     return None
 
 
@@ -136,6 +194,8 @@ def detect_stage(role: Role | None, sections: PromptSections) -> Stage:
     """``critique`` for the Critic; for the Actor ``revise`` when a previous output is given."""
     if role == "critic":
         return "critique"
+    if role == "researcher":
+        return "distill"
     if role is None and sections.candidate_output is not None:
         return "critique"
     return "revise" if sections.previous_output is not None else "draft"
@@ -304,14 +364,46 @@ def text_draft(task: str) -> str:
     )
 
 
-def text_revision(previous: str, reflections: list[str]) -> str:
+_REFERENCE_LINE = re.compile(r"^\s*\[\d+\]\s+\S+://\S+\s*$")
+_QUERY_WORDS = 8
+
+
+def search_query(task: str) -> str:
+    """The demo draft's search query: the first words of the task (at most eight)."""
+    return " ".join(re.findall(r"[\w'-]+", summarise_task(task))[:_QUERY_WORDS])
+
+
+def _strip_references(text: str) -> str:
+    lines = text.rstrip().splitlines()
+    while lines and (_REFERENCE_LINE.match(lines[-1]) or not lines[-1].strip()):
+        lines.pop()
+    return "\n".join(lines)
+
+
+def _cited_sentence(source: Source) -> str:
+    claim = (split_sentences(source.text) or [source.title or "the source"])[0]
+    if claim.startswith("#"):  # a passage that opens with its document's Markdown heading
+        claim = re.sub(r"^#+\s*", "", claim)
+        if source.title and claim.startswith(source.title + " "):
+            claim = claim[len(source.title) :].strip()
+    claim = claim[:_REFLECTION_CHARS].rstrip(" .!?;:")
+    return f"According to {source.title or 'the source'}: {claim} [{source.n}]."
+
+
+def text_revision(previous: str, reflections: list[str], evidence: tuple[Source, ...] = ()) -> str:
+    previous = _strip_references(previous)
     base = _strip_marker_line(previous, REVISED_TEXT_MARKER) or "Here is a direct answer."
     addressed = "; ".join(r[:_REFLECTION_CHARS] for r in reflections[:_MAX_REFLECTIONS_ECHOED])
     lines = [base]
     if addressed:
         lines.append(f"This version addresses the feedback: {addressed}.")
+    source = evidence[0] if evidence else None
+    if source is not None and f"[{source.n}]" not in base:
+        lines.append(_cited_sentence(source))
     lines.append("It now states its assumptions and covers the edge cases explicitly.")
     lines.append(REVISED_TEXT_MARKER)
+    if source is not None:
+        lines.extend(["", f"[{source.n}] {source.url}"])
     return "\n".join(lines)
 
 
@@ -355,13 +447,16 @@ APPLIED_PREFIX = "Reviewer point applied: "
 
 def apply_points(sections: PromptSections, answer: dict[str, Any]) -> dict[str, Any]:
     """Carry out each binding point in the output, and answer every point ``applied``."""
-    lines = [answer["output"].rstrip("\n")]
+    whole = answer["output"].rstrip("\n")
+    body = _strip_references(whole)  # the points go above a trailing reference list
+    references = whole[len(body) :] if whole.startswith(body) else ""
+    lines = [body if references else whole]
     responses = []
     for point in sections.binding_points:
         line = f"{'# ' if sections.is_code else ''}{APPLIED_PREFIX}{' '.join(point.split())}"
         lines.append(line)
         responses.append({"point": point, "action": "applied", "reason": "", "where": line})
-    return {**answer, "output": "\n".join(lines) + "\n", "responses": responses}
+    return {**answer, "output": "\n".join(lines) + references + "\n", "responses": responses}
 
 
 def binding_checks(sections: PromptSections, candidate: str) -> list[dict[str, Any]]:
@@ -373,11 +468,40 @@ def binding_checks(sections: PromptSections, candidate: str) -> list[dict[str, A
     return checks
 
 
+def answer_issues(sections: PromptSections, answer: dict[str, Any]) -> dict[str, Any]:
+    """Answer every numbered critic issue ``applied`` (the revision addressed them all)."""
+    responses = [
+        {
+            "point": "",
+            "issue": issue,
+            "action": "applied",
+            "reason": "",
+            "where": "the revised output",
+            "source": "",
+        }
+        for issue in sections.critic_issues
+    ]
+    return {**answer, "responses": [*answer["responses"], *responses]}
+
+
+def scripted_actor(sections: PromptSections, stage: Stage, value: Any) -> Any:
+    """A scripted revision without a ``responses`` field answers the prompt's critic issues
+    ``applied`` (scripts written for other rules need not spell them out); one that has the
+    field, even empty, is sent as it is."""
+    if stage != "revise" or not sections.critic_issues:
+        return value
+    if not isinstance(value, dict) or "responses" in value:
+        return value
+    return answer_issues(sections, {**value, "responses": []})
+
+
 def actor_output(sections: PromptSections, stage: Stage) -> dict[str, Any]:
     """The Actor's structured answer ``{"output", "uncertainties", "responses"}``."""
     answer = {"responses": [], **_actor_output(sections, stage)}
     if stage == "revise" and sections.binding_points:
-        return apply_points(sections, answer)
+        answer = apply_points(sections, answer)
+    if stage == "revise" and sections.critic_issues:
+        answer = answer_issues(sections, answer)
     return answer
 
 
@@ -409,10 +533,13 @@ def _actor_output(sections: PromptSections, stage: Stage) -> dict[str, Any]:
         }
     if revising:
         previous = sections.previous_output or text_draft(sections.task)
-        return {"output": text_revision(previous, reflections), "uncertainties": []}
+        output = text_revision(previous, reflections, sections.evidence)
+        return {"output": output, "uncertainties": []}
+    query = search_query(sections.task)
     return {
         "output": text_draft(sections.task),
         "uncertainties": ["The task may expect more detail than this short answer gives."],
+        "search_queries": [query] if query else [],
     }
 
 
@@ -572,12 +699,35 @@ def critique(sections: PromptSections) -> dict[str, Any]:
     }
 
 
+# ------------------------------------------------------------------ research distillation
+
+
+_QUERY_WORD = re.compile(r"\w{3,}")
+
+
+def distillation(sections: PromptSections) -> dict[str, Any]:
+    """The Research service's distillation ``{"claims", "relevant"}``: the passage's
+    sentences that share a word of three letters or more with the query, verbatim (so
+    each claim is a span of the passage), at most five."""
+    words = {w.casefold() for w in _QUERY_WORD.findall(sections.query or "")}
+    claims = [
+        sentence
+        for sentence in split_sentences(sections.passage or "")
+        if words & {w.casefold() for w in _QUERY_WORD.findall(sentence)}
+    ][:5]
+    return {"claims": claims, "relevant": bool(claims)}
+
+
 def structured_output(sections: PromptSections, stage: Stage) -> dict[str, Any]:
-    """The built-in answer for ``stage``: a critique or an Actor output."""
+    """The built-in answer for ``stage``: a critique or an Actor output (with the empty
+    ``queries`` / ``search_queries`` a strict-mode model sends when it has none)."""
+    if stage == "distill":
+        return distillation(sections)
     if stage == "critique":
         verdict = reflection_record(sections, critique(sections))
         return {
+            "queries": [],
             **verdict,
             "binding_checks": binding_checks(sections, sections.candidate_output or ""),
         }
-    return actor_output(sections, stage)
+    return {"search_queries": [], **actor_output(sections, stage)}

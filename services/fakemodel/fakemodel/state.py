@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from fakemodel.settings import FakeModelSettings
 
-StageFilter = Literal["draft", "revise", "critique", "any"]
+StageFilter = Literal["draft", "revise", "critique", "embeddings", "distill", "any"]
 ApiFilter = Literal["openai", "anthropic", "any"]
 Api = Literal["openai", "anthropic"]
 
@@ -67,6 +67,9 @@ class ScriptItem(_Control):
     response: JsonValue = None
     raw: str | None = None
     fault: Fault | None = None
+    temperature: float | None = Field(
+        default=None, description="Only a call at this sampling temperature consumes it."
+    )
 
 
 class ScriptBody(_Control):
@@ -81,9 +84,20 @@ class ConfigBody(_Control):
     latency_ms: int | None = Field(default=None, ge=0, le=600_000)
 
 
-def fits(candidate: ScriptItem | Fault, *, api: Api, stage: str, text: str) -> bool:
-    """Whether an item or fault applies to a call of ``api`` at ``stage`` over ``text``."""
+def fits(
+    candidate: ScriptItem | Fault,
+    *,
+    api: Api,
+    stage: str,
+    text: str,
+    temperature: float | None = None,
+) -> bool:
+    """Whether an item or fault applies to a call of ``api`` at ``stage`` over ``text``
+    (an item that names a ``temperature``: only to a call at that temperature)."""
     if candidate.api not in ("any", api):
+        return False
+    wanted = getattr(candidate, "temperature", None)
+    if wanted is not None and (temperature is None or abs(temperature - wanted) > 1e-9):
         return False
     if candidate.stage not in ("any", stage):
         return False
@@ -93,9 +107,11 @@ def fits(candidate: ScriptItem | Fault, *, api: Api, stage: str, text: str) -> b
 _Queued = TypeVar("_Queued", ScriptItem, Fault)
 
 
-def _take_first(queue: deque[_Queued], *, api: Api, stage: str, text: str) -> _Queued | None:
+def _take_first(
+    queue: deque[_Queued], *, api: Api, stage: str, text: str, temperature: float | None = None
+) -> _Queued | None:
     for index, candidate in enumerate(queue):
-        if fits(candidate, api=api, stage=stage, text=text):
+        if fits(candidate, api=api, stage=stage, text=text, temperature=temperature):
             del queue[index]
             return candidate
     return None
@@ -121,8 +137,10 @@ class FakeModelState:
     def next_seq(self) -> int:
         return next(self._seq)
 
-    def take_item(self, *, api: Api, stage: str, text: str) -> ScriptItem | None:
-        return _take_first(self.script, api=api, stage=stage, text=text)
+    def take_item(
+        self, *, api: Api, stage: str, text: str, temperature: float | None = None
+    ) -> ScriptItem | None:
+        return _take_first(self.script, api=api, stage=stage, text=text, temperature=temperature)
 
     def take_fault(self, *, api: Api, stage: str, text: str) -> Fault | None:
         return _take_first(self.faults, api=api, stage=stage, text=text)

@@ -34,6 +34,8 @@ from orchestrator.db import (
 from orchestrator.deps import authenticate
 from orchestrator.engine import runtime
 from orchestrator.engine.launch import start_orphans
+from orchestrator.engine.research import BudgetedResearch
+from orchestrator.evaluations.router import router as evaluations_router
 from orchestrator.evaluators.base import Evaluator, JsonSchemaEvaluator, PythonTestsEvaluator
 from orchestrator.evaluators.schema import SchemaRunner
 from orchestrator.events.hub import EventHub
@@ -41,9 +43,16 @@ from orchestrator.events.listener import EventListener
 from orchestrator.events.router import router as events_router
 from orchestrator.knowledge.profiles import ProfileCatalog
 from orchestrator.knowledge.router import router as knowledge_router
-from orchestrator.knowledge.service import KnowledgeService
+from orchestrator.knowledge.service import knowledge_from_settings
 from orchestrator.metrics import Metrics
-from orchestrator.peers.http import HttpActor, HttpCritic, HttpSandbox, Peer, peer_clients
+from orchestrator.peers.http import (
+    HttpActor,
+    HttpCritic,
+    HttpSandbox,
+    Peer,
+    peer_clients,
+    tls_context,
+)
 from orchestrator.reviews.expiry import ExpirySweeper
 from orchestrator.reviews.router import lessons_router
 from orchestrator.reviews.router import router as reviews_router
@@ -58,6 +67,7 @@ from orchestrator.webhooks.worker import DeliveryWorker
 from shared.contracts import ServiceInfo
 from shared.errors import AppError, error_body
 from shared.logging import get_logger
+from shared.research_client import ResearchClient
 from shared.service import build_service_app
 
 log = get_logger("crosscheck.orchestrator")
@@ -98,7 +108,7 @@ def create_app(
 ) -> FastAPI:
     """Build the Orchestrator. ``peer_transports`` lets tests reach peers in-process."""
     metrics = Metrics()
-    knowledge = KnowledgeService(settings.knowledge_min_score)
+    knowledge = knowledge_from_settings(settings)
     hub = EventHub(safety_poll_s=settings.events_safety_poll_s)
     engine = create_db_engine(
         settings.database_url,
@@ -143,6 +153,19 @@ def create_app(
             transport = (peer_transports or {}).get(name)
             peers[name] = Peer(name, peer_clients(url, token, settings.peer_timeout_s, transport))
         app.state.profiles = ProfileCatalog(peers["critic"].clients[0])
+        # research: one client, its requests bounded by the step's own budget
+        research_http: httpx.AsyncClient | None = None
+        research_peer: BudgetedResearch | None = None
+        if settings.research_url:
+            research_http = httpx.AsyncClient(
+                transport=(peer_transports or {}).get("research"),
+                verify=tls_context(),
+                timeout=httpx.Timeout(settings.research_budget_s, connect=5.0),
+            )
+            research_peer = BudgetedResearch(
+                ResearchClient(settings.research_url, token, client=research_http),
+                settings.research_budget_s,
+            )
         evaluators: dict[str, Evaluator] = {
             "python_tests": PythonTestsEvaluator(HttpSandbox(peers["sandbox"])),
             "json_schema": JsonSchemaEvaluator(schema_runner),
@@ -156,6 +179,8 @@ def create_app(
                 evaluators=evaluators,
                 hub=hub,
                 metrics=metrics,
+                knowledge=knowledge,
+                research=research_peer,
             )
         )
         # Webhooks: the outbox wakes this process's delivery worker after each commit that
@@ -189,7 +214,12 @@ def create_app(
         }
         if cluster is not None:
             config["sys_db_pool_size"] = settings.system_db_pool_size
+        else:  # SQLite: a file connection cannot go stale; DBOS's pre-ping is a wasted query
+            config["db_engine_kwargs"] = {"pool_pre_ping": False}
         private_sqlite_file(config["system_database_url"] or "")
+        # DBOS is one instance per process. One left behind by an app whose shutdown never
+        # ran (an interrupted lifespan) would otherwise be reused, with its own database.
+        DBOS.destroy(workflow_completion_timeout_sec=0)
         DBOS(config=config)
         DBOS.launch()
         if cluster is not None:
@@ -225,7 +255,10 @@ def create_app(
             runtime.install(None)
             for peer in peers.values():
                 await peer.aclose()
+            if research_http is not None:
+                await research_http.aclose()
             schema_runner.close()
+            await knowledge.aclose()
             db.close()
 
     async def ready() -> str | None:
@@ -274,6 +307,7 @@ def create_app(
     app.include_router(cluster_router)
     app.include_router(webhooks_router)
     app.include_router(knowledge_router)
+    app.include_router(evaluations_router)
 
     protected = (("/metrics",) if settings.metrics_auth else ()) + (
         ("/docs", "/redoc", "/openapi.json") if settings.docs_auth else ()

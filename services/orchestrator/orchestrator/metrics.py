@@ -46,12 +46,14 @@ class Metrics:
         )
         self.critic_issues = Counter(
             "crosscheck_reflection_issues",
-            "Critic issues that a following round was checked against.",
+            "Critic issues a revision was measured against (a refusal the Critic accepted "
+            "is not counted).",
             registry=self.registry,
         )
         self.critic_issues_adopted = Counter(
             "crosscheck_reflection_issues_adopted",
-            "Critic issues no longer raised in the next round (adoption = adopted / issues).",
+            "Critic issues the revision answered `applied` and the next critique did not "
+            "raise again (adoption = adopted / issues).",
             registry=self.registry,
         )
         self.critiques = Counter(
@@ -64,5 +66,42 @@ class Metrics:
             "crosscheck_environment_retries",
             "Retried peer calls (environment errors), which never cost a round.",
             ["peer"],
+            registry=self.registry,
+        )
+        self.revisions = Counter(
+            "crosscheck_revisions",
+            "Revisions the Actor returned (first attempts; over-correction rate = "
+            "crosscheck_over_corrections / crosscheck_revisions).",
+            registry=self.registry,
+        )
+        self.over_corrections = Counter(
+            "crosscheck_over_corrections",
+            "Revisions the over-correction guard rolled back (outcome rolled_back), and "
+            "which version it kept when the re-ask broke it again (previous or current).",
+            ["reason", "outcome"],
+            registry=self.registry,
+        )
+        self.reverted_hunks = Counter(
+            "crosscheck_reverted_hunks",
+            "Hunks of revisions the diff lock reverted, by reason (outside_flagged, locked).",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.research_steps = Counter(
+            "crosscheck_research_steps",
+            "Research steps before a critique, by status (ok, degraded: the critique ran at L1).",
+            ["status"],
+            registry=self.registry,
+        )
+        self.research_evidence = Counter(
+            "crosscheck_research_evidence",
+            "Sources the research steps found (new to their run).",
+            registry=self.registry,
+        )
+        self.citation_checks = Counter(
+            "crosscheck_citation_checks",
+            "Revisions given evidence whose citations were checked, by outcome (ok: true or "
+            "false).",
+            ["ok"],
             registry=self.registry,
         )

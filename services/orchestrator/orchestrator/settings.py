@@ -44,12 +44,56 @@ class OrchestratorSettings(ServiceSettings):
     knowledge_min_score: float = Field(
         default=0.0,
         ge=0.0,
-        description="Knowledge entries scoring below this are not given to the Critic "
-        "(SQLite: BM25; Postgres: ts_rank_cd).",
+        description="Knowledge entries scoring below this are not given to the Actor or the "
+        "Critic (SQLite: BM25; Postgres: ts_rank_cd). Not used with embeddings on.",
+    )
+    knowledge_embeddings: bool = Field(
+        default=False,
+        description="Rank knowledge by embeddings too (ORCHESTRATOR_KNOWLEDGE_EMBEDDINGS): "
+        "entries and tasks are embedded through an OpenAI-compatible /v1/embeddings endpoint "
+        "and ranked by cosine similarity plus a share of the text score. Off: the text index "
+        "alone, and no embeddings request is sent.",
+    )
+    knowledge_embedding_model: str = Field(
+        default="text-embedding-3-small", min_length=1, max_length=200
+    )
+    knowledge_min_similarity: float = Field(
+        default=0.6,
+        ge=-1.0,
+        le=1.0,
+        description="With embeddings on: the cosine similarity an entry needs to be given.",
+    )
+    knowledge_embedding_base_url: str | None = Field(
+        default=None,
+        max_length=2000,
+        description="The embeddings endpoint's base URL (with /v1); default: OPENAI_BASE_URL.",
+    )
+    knowledge_embedding_api_key: SecretStr | None = Field(
+        default=None, description="Its API key; default: OPENAI_API_KEY."
+    )
+    knowledge_embedding_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="How long one embeddings request may take before the text index ranks alone.",
     )
     sandbox_url: str = Field(
         default="http://127.0.0.1:8003",
         validation_alias=AliasChoices("SANDBOX_URL", "sandbox_url"),
+    )
+    research_url: str = Field(
+        default="",
+        max_length=2000,
+        description="The Research service (ORCHESTRATOR_RESEARCH_URL); empty: no research, "
+        "and a run's `policy.research: null` leaves it off. `crosscheck up` sets it to the "
+        "Research service it starts.",
+    )
+    research_budget_s: float = Field(
+        default=15.0,
+        gt=0,
+        le=300,
+        description="How long one research step may take (ORCHESTRATOR_RESEARCH_BUDGET_S); "
+        "past it the round goes on without evidence, `degraded`.",
     )
     peer_timeout_s: float = Field(default=300.0, gt=0)
     peer_max_attempts: int = Field(default=6, ge=1, le=50)

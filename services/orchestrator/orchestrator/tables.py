@@ -88,6 +88,9 @@ class Run(SQLModel, table=True):
     actor_info: dict[str, Any] | None = json_column()
     critic_info: dict[str, Any] | None = json_column()
     lessons_used: list[str] | None = json_column()
+    # The knowledge entries the Actor receives on every call of this run: chosen once, at the
+    # draft (before the call), so a replayed step and every revision get the same ones.
+    actor_knowledge: list[str] | None = json_column()
     tags: list[str] | None = json_column()
     # A reviewer's open points: every revision must apply them until the Critic finds all
     # satisfied; ``binding_attempts`` counts the revisions that missed one.
@@ -95,6 +98,7 @@ class Run(SQLModel, table=True):
     binding_attempts: int = 0
     human_rounds: int = 0  # rounds a person started: they do not count against max_rounds
     callback_url: str | None = Field(default=None, max_length=2000)  # this run's webhooks
+    locked: list[str] | None = json_column()  # texts of the task no revision may change
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
     finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime())
@@ -119,6 +123,14 @@ class Round(SQLModel, table=True):
     adoption: float | None = None
     provenance: str = Field(default="actor", max_length=16)  # "human": a reviewer's edit
     responses: list[dict[str, Any]] | None = json_column()  # the Actor's answer to each point
+    actor_knowledge: list[str] | None = json_column()  # the entries the Actor's call received
+    reverted_hunks: list[dict[str, Any]] | None = json_column()  # what the diff lock undid
+    over_correction: dict[str, Any] | None = json_column()  # a revision that broke twice
+    drafts: list[dict[str, Any]] | None = json_column()  # round 1 of best-of-N: every draft
+    sections: list[dict[str, Any]] | None = json_column()  # a long version's sections
+    search_queries: list[str] | None = json_column()  # the Actor's queries for this version
+    research: dict[str, Any] | None = json_column()  # the research step before the critique
+    citations: dict[str, Any] | None = json_column()  # this revision's citation check
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
 
@@ -211,22 +223,6 @@ class ReviewItem(SQLModel, table=True):
     resolved_at: datetime | None = Field(default=None, sa_type=UTCDateTime())
 
 
-class Lesson(SQLModel, table=True):
-    """A reviewer's comment promoted to long-term memory for similar future tasks."""
-
-    __tablename__ = "lessons"
-
-    id: str = Field(primary_key=True, max_length=64)
-    content: str
-    scope: str = Field(default="global", index=True, max_length=100)
-    source_task: str = ""
-    source_run_id: str | None = Field(default=None, max_length=64)
-    author: str = Field(default="", max_length=200)
-    uses: int = 0
-    retired: bool = False
-    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
-
-
 class Replica(SQLModel, table=True):
     """One orchestrator process sharing the database (Postgres), kept fresh by its heartbeat.
 
@@ -289,8 +285,10 @@ class WebhookDelivery(SQLModel, table=True):
 
 
 class KnowledgeEntry(SQLModel, table=True):
-    """A hand-written piece of domain knowledge the Critic gets when a task is about it: a
-    rule anchor, a logic pitfall, a step of an evidence hierarchy, or a reviewer's lesson."""
+    """A hand-written piece of domain knowledge the Actor and the Critic get when a task is
+    about it: a rule anchor, a logic pitfall, a step of an evidence hierarchy, or a lesson (a
+    reviewer's comment promoted for similar future tasks; ``scope`` is ``global`` or a run
+    tag, ``source_task`` is indexed with it)."""
 
     __tablename__ = "knowledge_entries"
 
@@ -303,5 +301,35 @@ class KnowledgeEntry(SQLModel, table=True):
     pack: str = Field(default="api", index=True, max_length=100)
     author: str = Field(default="", max_length=200)
     retired: bool = False
+    scope: str = Field(default="global", max_length=100)
+    source_task: str = ""
+    source_run_id: str | None = Field(default=None, max_length=64)
+    uses: int = 0  # runs whose Actor received it
+    # With embeddings on: the vector of title and body, and what it was computed from (a
+    # hash of the model and the text), so an edited entry is embedded again.
+    embedding: list[float] | None = json_column()
+    embedding_key: str | None = Field(default=None, max_length=64)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
+
+
+class Evaluation(SQLModel, table=True):
+    """A summary ``crosscheck eval`` published: per-mode figures and the configuration (the
+    items stay in ``var/eval/`` on the machine that ran it). ``finished_at`` orders them."""
+
+    __tablename__ = "evaluations"
+    __table_args__ = (sa.Index("ix_evaluations_dataset_finished", "dataset", "finished_at"),)
+
+    id: str = Field(primary_key=True, max_length=64)
+    dataset: str = Field(max_length=50)
+    items: int = 0
+    item_limit: int | None = None
+    seed: int | None = Field(default=None, sa_type=sa.BigInteger())
+    modes: list[dict[str, Any]] = Field(sa_column=sa.Column(sa.JSON, nullable=False))
+    config: dict[str, Any] = Field(sa_column=sa.Column(sa.JSON, nullable=False))
+    commit: str | None = Field(default=None, max_length=64)
+    started_at: datetime | None = Field(default=None, sa_type=UTCDateTime())
+    finished_at: datetime = Field(index=True, sa_type=UTCDateTime())
+    published_by: str = Field(default="", max_length=200)
+    published_by_id: str = Field(default="", max_length=64)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())

@@ -104,14 +104,16 @@ def _cookie_manager() -> Any:
 def keep_cookie() -> None:
     """Write the session cookie for a login made in this session. The components render only
     until the browser says the cookie is written (their value), then never again: a component
-    left on the page stops the queue's live refresh."""
+    left on the page stops the queue's live refresh. The run that brings the confirmation
+    renders the page as usual (no extra rerun): a click the reviewer made meanwhile travels
+    in the same message, and a rerun here would drop it."""
     until = st.session_state.get("cookie")
     token = st.session_state.get("token")
     if not until or not token:
         return
     if st.session_state.get("cookie-set-token") and st.session_state.get("cookie-set-who"):
         st.session_state.pop("cookie", None)
-        st.rerun()  # one clean run without the components (the queue's timer restarts)
+        return
     user = st.session_state.get("user") or {}
     who = f"{user.get('name') or ''}|{user.get('role') or ''}"  # the component URL-encodes it
     expires = datetime.fromisoformat(until)

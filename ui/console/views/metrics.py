@@ -1,4 +1,5 @@
-"""How runs end, how long they take, and what the models cost: GET /v1/stats, charted."""
+"""How runs end, how long they take, and what the models cost (GET /v1/stats, charted), and
+beside them the latest evaluation `crosscheck eval` published (GET /v1/evaluations/latest)."""
 
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -7,6 +8,7 @@ import altair as alt
 import pandas as pd  # type: ignore[import-untyped]
 import streamlit as st
 
+from console import evaluation as ev
 from console.client import ApiError, get_client
 from console.view import md_literal
 
@@ -59,144 +61,255 @@ def _bars(counts: dict[str, int], x: str, y: str = "runs") -> None:
     column_chart(rows, x, y, x.capitalize(), y.capitalize())
 
 
-st.title("Metrics")
-period = st.selectbox(
-    "Period", list(PERIODS), format_func=lambda k: PERIODS[k][0], key="metrics-period"
-)
-span = PERIODS[period][1]
-since = datetime.now(UTC) - span if span is not None else None
-try:
-    stats = get_client().stats(since=since)
-except ApiError as exc:
-    st.error(f"Could not load the metrics: {md_literal(exc.detail)}")
-    st.stop()
+TRIGGER_TARGET = 0.95  # seed 000: at least 95% of versions critiqued
+ADOPTION_BAND = (0.15, 0.70)  # seed 000: below, the critic is ignored; above, drafts are poor
 
-if not stats["runs_total"] and not stats["providers"]:
-    st.info(
-        "No runs in this period yet: metrics appear once runs are created."
-        if since is None
-        else "No runs in this period. Pick a longer one."
+
+def _share(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0%}"
+
+
+def reflection_health(stats: dict) -> None:
+    """Whether reflection works (seed 000): trigger rate against its target, adoption against
+    its band (an alert outside it), the degraded-critique rate, and critiques by depth."""
+    st.subheader("Reflection health")
+    trigger = stats.get("trigger_rate")
+    rate = stats.get("adoption_rate")
+    degraded = stats.get("degraded_rate")
+    low, high = ADOPTION_BAND
+    in_band = stats.get("adoption_in_band")
+    if in_band is None and rate is not None:
+        in_band = low <= rate <= high
+    cells = st.columns(4)
+    cells[0].metric(
+        "Trigger rate",
+        _share(trigger),
+        delta=None if trigger is None else f"target {TRIGGER_TARGET:.0%}",
+        delta_color="green" if trigger is None or trigger >= TRIGGER_TARGET else "red",
+        delta_arrow="off",
+        help="Share of the versions due a critique that got one "
+        f"({stats.get('versions_critiqued', 0)} of {stats.get('versions', 0)}).",
     )
-    st.stop()
+    cells[1].metric(
+        "Adoption rate",
+        _share(rate),
+        delta=None if rate is None else f"band {low:.0%}–{high:.0%}",
+        delta_color="green" if in_band or in_band is None else "red",
+        delta_arrow="off",
+        help="Share of the critic's issues the next revision applied, "
+        f"over {stats['adoption_rounds']} round(s).",
+    )
+    cells[2].metric(
+        "Degraded critiques",
+        _share(degraded),
+        help="Critiques whose depth timed out or failed and fell back to L1 "
+        f"({stats.get('critiques_degraded', 0)} of {stats.get('critiques', 0)}).",
+    )
+    cells[3].metric("Critiques", stats.get("critiques", 0))
+    if trigger is not None and trigger < TRIGGER_TARGET:
+        missed = int(stats.get("versions", 0)) - int(stats.get("versions_critiqued", 0))
+        st.error(
+            f"Trigger rate {trigger:.0%} is below the {TRIGGER_TARGET:.0%} target: "
+            f"{missed} version{'s' if missed != 1 else ''} due a critique had none."
+        )
+    if rate is not None and not in_band:
+        why = (
+            "the revisions ignore the Critic, or it is too timid"
+            if rate < low
+            else "the drafts are poor, or the Critic is too aggressive"
+        )
+        st.error(f"Adoption {rate:.0%} is outside the healthy {low:.0%}–{high:.0%} band: {why}.")
+    by_depth = stats.get("critiques_by_depth") or {}
+    if by_depth:
+        column_chart(
+            [{"depth": depth, "critiques": n} for depth, n in sorted(by_depth.items())],
+            "depth",
+            "critiques",
+            "Depth",
+            "Critiques",
+        )
 
-providers = stats["providers"]
-finished = sum(bucket["runs"] for bucket in stats["rounds_per_run"])
-rate = stats.get("adoption_rate")
-cost = sum(p["cost_usd"] or 0.0 for p in providers)
-top = st.columns(4)
-top[0].metric("Runs", stats["runs_total"])
-top[1].metric("Finished", finished)
-top[2].metric(
-    "Adoption rate",
-    "—" if rate is None else f"{rate:.0%}",
-    help="Share of the critic's issues the next revision fixed, "
-    f"over {stats['adoption_rounds']} round(s).",
-)
-top[3].metric("Model cost", f"${cost:.4f}")
 
-left, right = st.columns(2)
-with left:
-    st.subheader("Runs by status")
-    _bars(stats["runs_by_status"], "status")
-with right:
-    st.subheader("Finished runs by stop reason")
-    if stats["runs_by_stop_reason"]:
-        _bars(stats["runs_by_stop_reason"], "stop reason")
+def live_metrics() -> None:
+    """Runs, reflection health and model calls over the chosen period."""
+    period = st.selectbox(
+        "Period", list(PERIODS), format_func=lambda k: PERIODS[k][0], key="metrics-period"
+    )
+    span = PERIODS[period][1]
+    since = datetime.now(UTC) - span if span is not None else None
+    try:
+        stats = get_client().stats(since=since)
+    except ApiError as exc:
+        st.error(f"Could not load the metrics: {md_literal(exc.detail)}")
+        return
+
+    if not stats["runs_total"] and not stats["providers"]:
+        st.info(
+            "No runs in this period yet: metrics appear once runs are created."
+            if since is None
+            else "No runs in this period. Pick a longer one."
+        )
+        return
+
+    providers = stats["providers"]
+    finished = sum(bucket["runs"] for bucket in stats["rounds_per_run"])
+    cost = sum(p["cost_usd"] or 0.0 for p in providers)
+    top = st.columns(3)
+    top[0].metric("Runs", stats["runs_total"])
+    top[1].metric("Finished", finished)
+    top[2].metric("Model cost", f"${cost:.4f}")
+    reflection_health(stats)
+
+    left, right = st.columns(2)
+    with left:
+        st.subheader("Runs by status")
+        _bars(stats["runs_by_status"], "status")
+    with right:
+        st.subheader("Finished runs by stop reason")
+        if stats["runs_by_stop_reason"]:
+            _bars(stats["runs_by_stop_reason"], "stop reason")
+        else:
+            st.caption("No run has finished yet.")
+
+    st.subheader("Rounds per finished run")
+    if stats["rounds_per_run"]:
+        column_chart(
+            [{"rounds": str(b["rounds"]), "runs": b["runs"]} for b in stats["rounds_per_run"]],
+            "rounds",
+            "runs",
+            "Rounds",
+            "Runs",
+        )
     else:
         st.caption("No run has finished yet.")
 
-st.subheader("Rounds per finished run")
-if stats["rounds_per_run"]:
-    column_chart(
-        [{"rounds": str(b["rounds"]), "runs": b["runs"]} for b in stats["rounds_per_run"]],
-        "rounds",
-        "runs",
-        "Rounds",
-        "Runs",
-    )
-else:
-    st.caption("No run has finished yet.")
+    st.subheader("A person and the Critic")
+    agreement = stats.get("critic_agreement") or []
+    if agreement:
+        st.caption(
+            "How often a reviewer's decision agreed with the Critic's verdict on the same "
+            "version. Overruled: a comment, edit, reject or retry on what the Critic passed, "
+            "or an approval of what it wanted revised."
+        )
+        st.dataframe(
+            [
+                {
+                    "critic provider": a["provider"],
+                    "profile": a["profile"],
+                    "decisions": a["decisions"],
+                    "agreed": a["agreed"],
+                    "overruled": a["overruled"],
+                    "agreement": f"{a['rate']:.0%}",
+                }
+                for a in agreement
+            ],
+            hide_index=True,
+        )
+    else:
+        st.caption("No reviewer has decided on a version the Critic had judged yet.")
 
-st.subheader("A person and the Critic")
-agreement = stats.get("critic_agreement") or []
-if agreement:
-    st.caption(
-        "How often a reviewer's decision agreed with the Critic's verdict on the same "
-        "version. Overruled: a comment, edit, reject or retry on what the Critic passed, "
-        "or an approval of what it wanted revised."
-    )
+    st.subheader("Model calls by provider")
+    if not providers:
+        st.caption("No model calls yet.")
+        return
+    if stats.get("model_calls_truncated"):
+        st.caption(f"Based on the newest {stats['model_calls']} model calls only.")
+    labels = [f"{p['provider']} ({p['role']})" for p in providers]
     st.dataframe(
         [
             {
-                "critic provider": a["provider"],
-                "profile": a["profile"],
-                "decisions": a["decisions"],
-                "agreed": a["agreed"],
-                "overruled": a["overruled"],
-                "agreement": f"{a['rate']:.0%}",
+                "provider": p["provider"],
+                "role": p["role"],
+                "models": ", ".join(p["models"]),
+                "calls": p["calls"],
+                "avg ms": round(p["latency_ms_avg"], 1),
+                "p50 ms": round(p["latency_ms_p50"], 1),
+                "p95 ms": round(p["latency_ms_p95"], 1),
+                "input tokens": p["input_tokens"],
+                "output tokens": p["output_tokens"],
+                "cost usd": round(p["cost_usd"], 6),
+                "unpriced calls": p["unpriced_calls"],
             }
-            for a in agreement
+            for p in providers
         ],
         hide_index=True,
     )
-else:
-    st.caption("No reviewer has decided on a version the Critic had judged yet.")
-
-st.subheader("Model calls by provider")
-if not providers:
-    st.caption("No model calls yet.")
-    st.stop()
-if stats.get("model_calls_truncated"):
-    st.caption(f"Based on the newest {stats['model_calls']} model calls only.")
-labels = [f"{p['provider']} ({p['role']})" for p in providers]
-st.dataframe(
-    [
-        {
-            "provider": p["provider"],
-            "role": p["role"],
-            "models": ", ".join(p["models"]),
-            "calls": p["calls"],
-            "avg ms": round(p["latency_ms_avg"], 1),
-            "p50 ms": round(p["latency_ms_p50"], 1),
-            "p95 ms": round(p["latency_ms_p95"], 1),
-            "input tokens": p["input_tokens"],
-            "output tokens": p["output_tokens"],
-            "cost usd": round(p["cost_usd"], 6),
-            "unpriced calls": p["unpriced_calls"],
-        }
-        for p in providers
-    ],
-    hide_index=True,
-)
-left, right = st.columns(2)
-with left:
-    st.subheader("Latency (ms)")
-    provider_chart(
-        [
-            {"provider": label, "p50": p["latency_ms_p50"], "p95": p["latency_ms_p95"]}
-            for label, p in zip(labels, providers, strict=True)
-        ],
-        ["p50", "p95"],
-        "Milliseconds",
-        ",.0f",
-    )
-with right:
-    st.subheader("Cost (USD)")
-    calls = sum(p["calls"] for p in providers)
-    unpriced = sum(p["unpriced_calls"] for p in providers)
-    if calls and unpriced >= calls:
-        st.caption(
-            "No priced calls: every model used here has no price entry, so its cost is unknown."
-        )
-    else:
+    left, right = st.columns(2)
+    with left:
+        st.subheader("Latency (ms)")
         provider_chart(
             [
-                {"provider": label, "cost": float(p["cost_usd"] or 0.0)}
+                {"provider": label, "p50": p["latency_ms_p50"], "p95": p["latency_ms_p95"]}
                 for label, p in zip(labels, providers, strict=True)
             ],
-            ["cost"],
-            "USD",
-            "$.3~g",
+            ["p50", "p95"],
+            "Milliseconds",
+            ",.0f",
         )
-        if unpriced:
-            st.caption(f"{unpriced} of {calls} calls have no price and count as $0.")
+    with right:
+        st.subheader("Cost (USD)")
+        calls = sum(p["calls"] for p in providers)
+        unpriced = sum(p["unpriced_calls"] for p in providers)
+        if calls and unpriced >= calls:
+            st.caption(
+                "No priced calls: every model used here has no price entry, so its cost is unknown."
+            )
+        else:
+            provider_chart(
+                [
+                    {"provider": label, "cost": float(p["cost_usd"] or 0.0)}
+                    for label, p in zip(labels, providers, strict=True)
+                ],
+                ["cost"],
+                "USD",
+                "$.3~g",
+            )
+            if unpriced:
+                st.caption(f"{unpriced} of {calls} calls have no price and count as $0.")
+
+
+def latest_evaluation() -> None:
+    """The evaluation that finished last: what was evaluated, self and cross against single,
+    and a row per mode; or how to make one."""
+    try:
+        found = get_client().latest_evaluation()
+    except ApiError as exc:
+        st.warning(f"Could not load the latest evaluation: {md_literal(exc.detail)}")
+        return
+    if not isinstance(found, dict) or not ev.by_mode(found):
+        st.info(
+            "No evaluation has been published yet. Run "
+            f"`{ev.MAKE_ONE}` (or `crosscheck eval humaneval`) against this orchestrator: "
+            "its summary appears here when it ends."
+        )
+        return
+    st.subheader("Latest evaluation")
+    st.markdown(" · ".join(f"{name} **{md_literal(value)}**" for name, value in ev.facts(found)))
+    compared = ev.deltas(found)
+    if compared:
+        st.caption("Against single (one Actor call, no Critic):")
+        for delta_row in compared.values():
+            cells = st.columns(len(delta_row))
+            for cell, delta in zip(cells, delta_row, strict=True):
+                cell.metric(
+                    delta.label,
+                    delta.value,
+                    delta=delta.delta,
+                    delta_color="inverse" if delta.worse_when_higher else "normal",
+                )
+    else:
+        st.caption("No single mode in this evaluation: nothing to compare self or cross with.")
+    st.dataframe(ev.table(found), hide_index=True)
+    st.caption(
+        "score: share of items that pass; cost: USD over all items; p50/p95: seconds per item; "
+        "rounds: mean per item; person saw: share of items a person had to see. Every item is "
+        "in var/eval/ on the machine that ran the evaluation."
+    )
+
+
+st.title("Metrics")
+live, latest = st.tabs(["Live", "Latest evaluation"])
+with live:
+    live_metrics()
+with latest:
+    latest_evaluation()

@@ -3,10 +3,12 @@ tables, and a decision panel for the claim's holder (a read-only view for everyo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import streamlit as st
 
+from console import evidence, reflection
 from console.client import ApiError, get_client, new_idempotency_key
 from console.view import (
     ago,
@@ -90,14 +92,21 @@ def _numbered(issues: list[dict[str, Any]]) -> list[tuple[int, str]]:
     return [(n, issue.get("quote") or "") for n, issue in enumerate(issues, start=1)]
 
 
-def _show_output(text: str, critique: dict[str, Any] | None, *, code: bool) -> None:
-    st.html(marked_output(text, _numbered(_issues(critique)), code=code))
+def _show_output(
+    text: str,
+    critique: dict[str, Any] | None,
+    *,
+    code: bool,
+    cite: Callable[[str], str] | None = None,
+) -> None:
+    st.html(marked_output(text, _numbered(_issues(critique)), code=code, decorate=cite))
 
 
 def _issue_cards(text: str, critique: dict[str, Any] | None, *, code: bool) -> None:
     issues = _issues(critique)
     if not issues:
         st.caption("The Critic quoted nothing in this version.")
+        reflection.no_error_panel(critique)
         return
     found = {n for _, _, n in quote_spans(text, _numbered(issues))}
     for n, issue in enumerate(issues, start=1):
@@ -117,6 +126,7 @@ def _issue_cards(text: str, critique: dict[str, Any] | None, *, code: bool) -> N
                     st.caption("This quote is not in the output word for word.")
             if issue.get("suggestion"):
                 st.text(f"Suggestion: {issue['suggestion']}")
+            reflection.issue_record(issue)
 
 
 def _critique_line(critique: dict[str, Any] | None) -> str:
@@ -139,6 +149,8 @@ def _output(review: dict[str, Any], run: dict[str, Any] | None) -> None:
     critique, earlier = by_round.get(number), by_round.get(number - 1)
     rounds = {int(r.get("number") or 0): r for r in (run or {}).get("rounds") or []}
     this = rounds.get(number) or {}
+    research, citations = evidence.round_research(this, ctx)
+    cite = evidence.citation_linker(number, research, citations)
 
     st.subheader(f"Output, round {number}")
     if this.get("provenance") == "human":
@@ -148,12 +160,13 @@ def _output(review: dict[str, Any], run: dict[str, Any] | None) -> None:
             "the version it replaced is beside it under “Beside the previous round”."
         )
     st.markdown(_critique_line(critique))
+    reflection.depth_panel(critique)
     tabs = ["Quotes marked", "Beside the previous round", "Changes"]
     if code:
         tabs.insert(1, "Highlighted")
     shown = dict(zip(tabs, st.tabs(tabs), strict=True))
     with shown["Quotes marked"]:
-        _show_output(output, critique, code=code)
+        _show_output(output, critique, code=code, cite=cite)
         _issue_cards(output, critique, code=code)
     if code:
         with shown["Highlighted"]:
@@ -168,7 +181,7 @@ def _output(review: dict[str, Any], run: dict[str, Any] | None) -> None:
                 _show_output(previous, earlier, code=code)
             with right:
                 st.markdown(f"**Round {number}** (this one)")
-                _show_output(output, critique, code=code)
+                _show_output(output, critique, code=code, cite=cite)
     with shown["Changes"]:
         if previous is None:
             st.caption("This is the first round.")
@@ -176,6 +189,7 @@ def _output(review: dict[str, Any], run: dict[str, Any] | None) -> None:
             st.html(side_by_side(previous, output))
             with st.expander("As a unified diff"):
                 st.code(unified_diff(previous, output) or "(no change)", "diff")
+    evidence.panel(number, research, citations)
 
 
 def _edit_beside(review: dict[str, Any], run: dict[str, Any] | None) -> None:
@@ -316,6 +330,28 @@ def _binding_checks(critique: dict[str, Any] | None) -> None:
             "where": st.column_config.TextColumn("Where (quote)"),
         },
     )
+
+
+def _discipline(
+    client: Any,
+    review: dict[str, Any],
+    run: dict[str, Any] | None,
+    critiques: dict[int, dict[str, Any]],
+) -> None:
+    """What the Critic received, and how the revision that made this version behaved: its
+    answer to each point, the hunks put back, over-correction, best-of-N drafts (each shown
+    only when the round records it)."""
+    ctx = review.get("context") or {}
+    number = int(ctx.get("round") or review["round"])
+    row = (
+        next((r for r in (run or {}).get("rounds") or [] if r.get("number") == number), None) or {}
+    )
+    merged = {k: row.get(k) or ctx.get(k) for k in reflection.ROUND_FIELDS}
+    code = ctx.get("kind") == "code"
+    reflection.knowledge_panel(client, critiques.get(number), merged.get("actor_knowledge"))
+    reflection.responses_panel(merged)
+    reflection.reverted_panel(merged, code=code)
+    reflection.drafts_panel(merged, code=code)
 
 
 def _usage(run: dict[str, Any] | None, number: int) -> None:
@@ -653,6 +689,7 @@ with right:
         _decided(review)
     _evaluation(ctx)
     _binding_checks(critiques.get(int(ctx.get("round") or review["round"])))
+    _discipline(client, review, run, critiques)
     _usage(run, int(ctx.get("round") or review["round"]))
     _reflections(ctx)
     if review["kind"] == "escalation":

@@ -10,6 +10,7 @@ from typing import Any
 
 import streamlit as st
 
+from console import evidence
 from console.client import ApiError, get_client
 from console.view import marked_output, md_literal, parse_time, short_id
 from shared.orchestration import RunStatus
@@ -193,7 +194,10 @@ def timeline(client, run: dict[str, Any]) -> None:
                 st.markdown(
                     f"**Edited by {by}** (from round {md_literal(edit.get('from_round', '?'))})"
                 )
-            st.html(marked_output(str(rnd.get("output") or ""), [], code=code))
+            research, citations = evidence.round_research(rnd)
+            cite = evidence.citation_linker(number, research, citations)
+            st.html(marked_output(str(rnd.get("output") or ""), [], code=code, decorate=cite))
+            evidence.panel(number, research, citations)
             if rnd.get("evaluation"):
                 _evaluation(rnd["evaluation"], key=f"run-eval-{number}")
             if rnd.get("critique"):

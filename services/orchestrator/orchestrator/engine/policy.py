@@ -16,6 +16,8 @@ from rapidfuzz.distance import Indel
 from shared.orchestration import Policy, ReviewMode, RunStatus, StopReason
 
 MAX_UNMET_ATTEMPTS = 2  # revisions that may miss a reviewer's point before a person decides
+ENVIRONMENT_RETRIES = 2  # critiques blaming the environment retried before the run escalates
+_BLOCKING = ("major", "critical")
 
 
 @dataclass(frozen=True)
@@ -106,11 +108,24 @@ def after_output(
         and policy.convergence_threshold > 0
         and out["change_ratio"] < policy.convergence_threshold
     ):
+        changed = (
+            f"round {round} changed {out['change_ratio']:.1%} of the text, under the "
+            f"{policy.convergence_threshold:.1%} threshold"
+        )
+        blocking = list(out.get("open_blocking") or [])
+        if blocking:
+            # a stall: the loop stopped moving with a major or critical issue open
+            return Stop(
+                RunStatus.escalated,
+                StopReason.converged,
+                detail=f"{changed}, with major or critical issue(s) still open: "
+                + ", ".join(blocking),
+            )
         return Stop(
-            RunStatus.escalated,
+            RunStatus.succeeded,
             StopReason.converged,
-            detail=f"round {round} changed {out['change_ratio']:.1%} of the text, under the "
-            f"{policy.convergence_threshold:.1%} threshold",
+            error_class="none",
+            detail=f"{changed}, and left no major or critical issue open",
         )
     return over_budget(policy, out["run_tokens"], out["run_cost"])
 
@@ -138,6 +153,47 @@ def degraded_pass(critique: dict[str, Any]) -> Stop | None:
         f"{critique.get('requested_depth') or 'requested'} critique failed "
         f"({str(critique.get('degraded_reason') or 'no reason given')[:300]}); profile "
         f"{critique.get('profile')!r} is high-risk, so a person decides",
+    )
+
+
+def low_continue_value(
+    policy: Policy, critique: dict[str, Any], evaluation_passed: bool | None
+) -> Stop | None:
+    """The Critic scores another round below ``policy.min_continue_value`` (0 = off) and
+    raises no major or critical issue, and no evaluation failed: the run has converged."""
+    value = critique.get("continue_value")
+    if (
+        policy.min_continue_value <= 0
+        or value is None
+        or critique["verdict"] != "revise"
+        or evaluation_passed is False
+        or any(i.get("severity") in _BLOCKING for i in critique.get("issues", []))
+    ):
+        return None
+    if value >= policy.min_continue_value:
+        return None
+    return Stop(
+        RunStatus.succeeded,
+        StopReason.converged,
+        error_class="none",
+        detail=f"the critic valued another round at {value}/10, under the run's "
+        f"{policy.min_continue_value}/10, with no major or critical issue",
+    )
+
+
+def critic_blames_environment(critique: dict[str, Any]) -> bool:
+    """A critique that does not pass and classes the fault as the environment's: no
+    revision can fix it, so the critique is asked again instead."""
+    return critique.get("error_class") == "environment" and critique.get("verdict") != "pass"
+
+
+def environment_stop(round: int, attempts: int) -> Stop:
+    return Stop(
+        RunStatus.escalated,
+        StopReason.environment,
+        error_class="environment",
+        detail=f"the critic blamed the environment {attempts} time(s) on round {round}; "
+        "no revision can fix that, so a person decides",
     )
 
 
@@ -179,6 +235,9 @@ def after_critique(
         return degraded_pass(critique) or Stop(
             RunStatus.succeeded, StopReason.critic_pass, error_class="none"
         )
+    low_value = low_continue_value(policy, critique, evaluation_passed)
+    if low_value is not None:
+        return low_value
     if previous_signature is not None and critique["signature"] == previous_signature:
         return Stop(
             RunStatus.escalated,

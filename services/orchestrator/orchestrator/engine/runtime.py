@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from orchestrator.db import Database
 from orchestrator.evaluators.base import Evaluator
 from orchestrator.events.hub import EventHub
+from orchestrator.knowledge.service import KnowledgeService
 from orchestrator.metrics import Metrics
 from orchestrator.peers.http import ActorPeer, CriticPeer
 from orchestrator.settings import OrchestratorSettings
+
+if TYPE_CHECKING:
+    from orchestrator.engine.research import ResearchPeer
 
 
 @dataclass
@@ -21,6 +26,8 @@ class Runtime:
     evaluators: dict[str, Evaluator]
     hub: EventHub
     metrics: Metrics
+    knowledge: KnowledgeService = field(default_factory=KnowledgeService)
+    research: ResearchPeer | None = None  # None: ORCHESTRATOR_RESEARCH_URL is empty
 
 
 _current: Runtime | None = None

@@ -20,23 +20,35 @@ from sqlmodel import Session
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 from tenacity.wait import wait_exponential_jitter
 
-from orchestrator.engine import records, store
+from orchestrator.engine import (
+    difflock,
+    discipline,
+    drafts,
+    guard,
+    records,
+    research,
+    sectioned,
+    store,
+)
 from orchestrator.engine.policy import (
+    ENVIRONMENT_RETRIES,
     Stop,
     after_critique,
     after_output,
     change_ratio,
+    critic_blames_environment,
     critique_signature,
+    environment_stop,
     output_hash,
     shrank,
     shrink_ratio,
 )
 from orchestrator.engine.runtime import Runtime, current
+from orchestrator.engine.sections import Section
 from orchestrator.evaluators.base import EvaluationJob, Evaluator
 from orchestrator.events.repository import append_event, appended_types
-from orchestrator.knowledge.service import KnowledgeService, profile_for
+from orchestrator.knowledge.service import profile_for
 from orchestrator.peers.errors import PeerUnavailable
-from orchestrator.reviews import lessons
 from orchestrator.tables import (
     Reflection,
     ReviewItem,
@@ -46,11 +58,15 @@ from orchestrator.tables import (
 )
 from orchestrator.webhooks import outbox
 from shared.contracts import (
+    MAX_EVIDENCE,
     ActorResult,
     CritiqueRequest,
     CritiqueResult,
+    DeclinedIssue,
+    Depth,
     DraftRequest,
     Evaluation,
+    Evidence,
     ReflectionSource,
     ReviseRequest,
     TaskKind,
@@ -110,8 +126,10 @@ def _finish(rt: Runtime, session: Session, run: Run, stop: Stop, final_round: in
 
 
 def _finish_run(rt: Runtime, session: Session, run_id: str, stop: Stop, final: int | None) -> None:
-    """Finish through the ORM (the rare path); it sees the step's Core writes."""
-    _finish(rt, session, records.load_run(session, run_id), stop, final)
+    """Finish a run whose step wrote through Core (``finalize_fast`` sees those writes)."""
+    run = records.finalize_fast(session, run_id, stop, final_round=final)
+    rt.metrics.runs_finished.labels(stop.status.value, stop.reason.value).inc()
+    rt.metrics.rounds_per_run.observe(max(run.rounds, 1))
 
 
 def _reflections(rows: list[store.ReflectionRow]) -> list[ReflectionDTO]:
@@ -170,6 +188,29 @@ def _bill(
     changes.values["actor_info" if role == "actor" else "critic_info"] = info
 
 
+def _bill_critiques(
+    rt: Runtime,
+    session: Session,
+    run: store.RunState,
+    changes: store.RunChanges,
+    round: int,
+    calls: list[tuple[str, CritiqueResult]],
+) -> None:
+    """Bill the critic calls behind one critique (one, or one per section), once per key."""
+    for key, result in calls:
+        _bill(
+            rt,
+            session,
+            run,
+            changes,
+            round=round,
+            role="critic",
+            stage="critique",
+            key=key,
+            result=result,
+        )
+
+
 # ----------------------------------------------------------------------------- act
 
 
@@ -179,13 +220,59 @@ class _ActInput:
     request: DraftRequest | ReviseRequest | None = None
     previous_output: str = ""
     rollback_note: str | None = None
+    previous_critique: dict[str, Any] | None = None
+    previous_failed: bool = False
+    lock: difflock.LockRules | None = None
+    drafts: int = 1  # best of N: with the templates each draft's evaluation and critique use
+    critique_template: CritiqueRequest | None = None
+    job_template: EvaluationJob | None = None
+    evaluator: Evaluator | None = None
+    sections: list[Section] | None = None  # revise only these flagged sections
+    section_record: list[dict[str, Any]] | None = None
+    evidence: list[Evidence] | None = None  # the previous round's research: cite only these
+    require_citations: bool = False
+
+
+async def _best_of(
+    rt: Runtime, run_id: str, prepared: _ActInput, request: DraftRequest
+) -> tuple[ActorResult, list[tuple[str, ActorResult | CritiqueResult, str, str]], list[Any]]:
+    """N drafts, each evaluated and critiqued; the best one is round 1's output."""
+    assert prepared.critique_template is not None
+    assert prepared.job_template is not None
+    candidates = await drafts.make(
+        request,
+        prepared.drafts,
+        run_id=run_id,
+        draft=lambda r, k: rt.actor.draft(r, key=k),
+        critique=lambda r, k: rt.critic.critique(r, key=k),
+        critique_template=prepared.critique_template,
+        evaluator=prepared.evaluator,
+        job_template=prepared.job_template,
+        retry=lambda peer, call: with_retries(rt, peer, call),
+    )
+    chosen = drafts.choose(candidates)
+    calls: list[tuple[str, ActorResult | CritiqueResult, str, str]] = []
+    for c in candidates:
+        calls.append((c.key, c.result, "actor", "draft"))
+        if c.critique is not None:
+            calls.append((c.critic_key, c.critique, "critic", "critique"))
+    return chosen.result, calls, drafts.trajectory(candidates, chosen)
 
 
 @DBOS.step(name="crosscheck.act")
 async def act(
-    run_id: str, round: int, stage: str, attempt: int, seen_hashes: list[str]
+    run_id: str,
+    round: int,
+    stage: str,
+    attempt: int,
+    seen_hashes: list[str],
+    reason: str = "shrank",
+    note: str | None = None,
+    cause: str = "evaluation",
 ) -> dict[str, Any]:
-    """Draft (round 1) or revise (later rounds); apply the rules that read a new version."""
+    """Draft (round 1) or revise (later rounds); apply the rules that read a new version.
+    A later attempt re-asks after a rollback (``reason``: ``shrank``, or ``over_correction``
+    with the guard's ``note``; ``cause``: ``evaluation`` or ``reopened_issue``)."""
     rt = current()
     started = time.perf_counter()
 
@@ -195,68 +282,149 @@ async def act(
             _finish_run(rt, session, run_id, CANCELLED, run.rounds or None)
             return _ActInput(cancelled=True)
         kind = TaskKind(run.kind)
-        chosen = run.lessons_used
-        if chosen is None and stage == "draft":  # chosen once, at the draft; the run keeps them
-            found = lessons.relevant(session, run.task, run.tags or [])
-            for lesson in found:
-                lesson.uses += 1
-                session.add(lesson)
-            chosen = [lesson.id for lesson in found]
-            store.update_run(session, run, store.RunChanges({"lessons_used": chosen}))
-        lesson_texts = store.lesson_texts(session, chosen or [])
+        knowledge = rt.knowledge.for_actor(session, run, stage, vector)  # chosen at the draft
+        policy = Policy.model_validate(run.policy)
         if stage == "draft":
+            draft = DraftRequest(
+                task=run.task, kind=kind, entry_point=run.entry_point, knowledge=knowledge
+            )
+            if policy.drafts == 1:
+                return _ActInput(False, draft)
+            full = records.load_run(session, run_id)
             return _ActInput(
                 False,
-                DraftRequest(
-                    task=run.task, kind=kind, entry_point=run.entry_point, lessons=lesson_texts
+                draft,
+                drafts=policy.drafts,
+                critique_template=_critique_request(
+                    rt, session, run, policy, "", round, None, vector
                 ),
+                job_template=EvaluationJob(
+                    run.kind, "", full.tests, run.entry_point, full.json_schema
+                ),
+                evaluator=rt.evaluators.get(run.evaluator),
             )
         previous = store.load_round(session, run_id, round - 1)
         assert previous is not None, "a revision needs the previous round"
-        reflections = _reflections(store.reflections(session, run_id))
-        note = None
-        if attempt > 1:
-            policy = Policy.model_validate(run.policy)
-            note = (
+        rows = store.reflections(session, run_id)
+        reflections = _reflections(rows)
+        lock = guard.lock_rules(run, policy, previous, rows, round)
+        evidence = research.evidence_of(previous.research)
+        rollback_note = None
+        if attempt > 1 and note:
+            rollback_note = note
+            reflections.append(ReflectionDTO(source=ReflectionSource.evaluator, content=note))
+        elif attempt > 1:
+            rollback_note = (
                 f"Your last revision was more than {policy.shrink_threshold:.0%} shorter than "
                 "the previous version and was rolled back. Revise the previous version again "
                 "and keep all of its correct content; only change what the reflections ask for."
             )
-            reflections.append(ReflectionDTO(source=ReflectionSource.evaluator, content=note))
+            reflections.append(
+                ReflectionDTO(source=ReflectionSource.evaluator, content=rollback_note)
+            )
         request = ReviseRequest(
             task=run.task,
             kind=kind,
             entry_point=run.entry_point,
             previous_output=previous.output,
             reflections=_binding_first(reflections, 50),
-            lessons=lesson_texts,
+            knowledge=knowledge,
             binding_points=run.binding_points or [],
+            issues=discipline.numbered(previous.critique),
+            evidence=evidence[:MAX_EVIDENCE],
         )
-        return _ActInput(False, request, previous.output, note)
+        failed = previous.evaluation is not None and not previous.evaluation.get("passed")
+        parts = None
+        if policy.section_chars > 0 and not run.binding_points:
+            parts = sectioned.plan(previous.output, run.kind, previous.sections)
+        return _ActInput(
+            False,
+            request,
+            previous.output,
+            rollback_note,
+            previous.critique,
+            failed,
+            lock,
+            sections=parts,
+            section_record=previous.sections if parts else None,
+            evidence=evidence or None,
+            require_citations=policy.require_citations,
+        )
 
+    vector = await rt.knowledge.actor_vector(rt.db, run_id, stage)
     prepared = await _unit(rt, prepare)
     if prepared.cancelled:
         return {"stop": _stop_dict(CANCELLED)}
     key = f"{run_id}:{round}:actor:{attempt}"
     request = prepared.request
-    if isinstance(request, DraftRequest):
+    calls: list[tuple[str, ActorResult | CritiqueResult, str, str]] = []  # key, result, role
+    extra: dict[str, Any] = {}  # more columns of this round
+    revised_sections: list[dict[str, Any]] | None = None  # the previous round's, updated
+    if isinstance(request, DraftRequest) and prepared.drafts > 1:
+        result, calls, extra["drafts"] = await _best_of(rt, run_id, prepared, request)
+    elif isinstance(request, DraftRequest):
         draft_request = request
         result = await with_retries(rt, "actor", lambda: rt.actor.draft(draft_request, key=key))
+    elif isinstance(request, ReviseRequest) and prepared.sections and prepared.section_record:
+        revised = await sectioned.revise(
+            prepared.sections,
+            prepared.section_record,
+            prepared.previous_critique or {},
+            request,
+            run_id=run_id,
+            round=round,
+            attempt=attempt,
+            ask=lambda r, k: rt.actor.revise(r, key=k),
+            retry=lambda peer, call: with_retries(rt, peer, call),
+        )
+        result = sectioned.reassemble(prepared.sections, revised)
+        calls = [(k, r, "actor", stage) for _, k, r in revised]
+        revised_sections = sectioned.mark_revised(prepared.section_record, revised)
     else:
         assert isinstance(request, ReviseRequest)
         revise_request = request
         result = await with_retries(rt, "actor", lambda: rt.actor.revise(revise_request, key=key))
+    received = [note.id for note in request.knowledge]  # what this call's Actor was given
+    calls = calls or [(key, result, "actor", stage)]
     rt.metrics.stage_latency.labels(stage).observe(time.perf_counter() - started)
 
     output = result.output
-    digest = output_hash(output)
     revising = stage == "revise"
+    locked: difflock.Locked | None = None
+    if revising and prepared.lock is not None:
+        wheres = [r.where for r in result.responses if r.action.value == "applied" and r.where]
+        if prepared.evidence:  # asked to add a reference list: the lock keeps its lines
+            wheres += research.reference_lines(output)
+        locked = await difflock.enforce_off_loop(
+            prepared.lock, prepared.previous_output, output, wheres
+        )
+        output = locked.output
+    digest = output_hash(output)
+    answered = [r.model_dump(mode="json") for r in result.responses]
+    unsourced = (
+        discipline.unsourced(prepared.previous_critique, answered, output) if revising else []
+    )
+    citations: dict[str, Any] | None = None
+    citation_note = ""
+    if revising and prepared.evidence:
+        report, citations = research.check_citations(
+            output, prepared.evidence, prepared.previous_output, prepared.require_citations
+        )
+        citation_note = report.reflection()
+        rt.metrics.citation_checks.labels(str(report.ok).lower()).inc()
     out: dict[str, Any] = {
         "output_hash": digest,
         "change_ratio": await _change_ratio(prepared.previous_output, output) if revising else 1.0,
         "shrink": shrink_ratio(prepared.previous_output, output) if revising else 0.0,
         "shrank": False,
         "stop": None,
+        "open_blocking": [
+            *discipline.open_blocking(
+                prepared.previous_critique, answered, {i.id for i in unsourced}
+            ),
+            *(["failed evaluation"] if prepared.previous_failed else []),
+            *(["invalid citations"] if citation_note else []),
+        ],
     }
 
     def commit(session: Session) -> None:
@@ -264,23 +432,27 @@ async def act(
         policy = Policy.model_validate(run.policy)
         out["policy"] = run.policy
         out["evaluator"] = run.evaluator
+        out["research"] = research.research_on(policy, bool(rt.settings.research_url))
         changes = store.RunChanges({"rounds": max(run.rounds, round)})
         points_open = bool(run.binding_points)
-        _bill(
-            rt,
-            session,
-            run,
-            changes,
-            round=round,
-            role="actor",
-            stage=stage,
-            key=key,
-            result=result,
-        )
+        for call_key, call_result, role, call_stage in calls:
+            _bill(
+                rt,
+                session,
+                run,
+                changes,
+                round=round,
+                role=role,
+                stage=call_stage,
+                key=call_key,
+                result=call_result,
+            )
+        if revised_sections is not None:
+            store.update_round(session, run_id, round - 1, {"sections": revised_sections})
         row = store.load_round(session, run_id, round)
         rolled_back = list(row.rolled_back or []) if row else []
         if row is not None and attempt > 1 and row.output != output:
-            rolled_back.append({"attempt": attempt - 1, "output": row.output, "reason": "shrank"})
+            rolled_back.append({"attempt": attempt - 1, "output": row.output, "reason": reason})
         if prepared.rollback_note and row is not None and attempt > 1:
             store.add_reflection(session, run_id, round, "evaluator", prepared.rollback_note)
         values: dict[str, Any] = {
@@ -290,9 +462,19 @@ async def act(
             "actor_usage": result.usage.model_dump(mode="json"),
             "rolled_back": rolled_back or None,
             "responses": [r.model_dump(mode="json") for r in result.responses] or None,
+            "actor_knowledge": received,
+            "reverted_hunks": (locked.reverted if locked else None) or None,
+            "search_queries": result.search_queries or None,
+            "citations": citations,
+            **extra,
         }
         if row is None and revising and points_open:
             changes.values["human_rounds"] = run.human_rounds + 1  # a person asked for it
+        if revising and attempt == 1:
+            rt.metrics.revisions.inc()
+        elif revising and reason == "over_correction":
+            rt.metrics.over_corrections.labels(cause, "rolled_back").inc()
+            values["over_correction"] = {"reason": cause, "rollbacks": 1, "kept": "retry"}
         out["run_tokens"] = changes.tokens(run)
         out["run_cost"] = changes.cost(run)
         stop: Stop | None = None
@@ -318,6 +500,8 @@ async def act(
             store.insert_round(session, run_id, round, values)
         else:
             store.update_round(session, run_id, round, values)
+        if locked is not None and locked.reverted:
+            guard.record_reverted(rt, session, run_id, round, attempt, locked)
         store.append_event(
             session,
             run_id,
@@ -331,6 +515,20 @@ async def act(
                 "uncertainties": result.uncertainties,
             },
         )
+        if unsourced and not out["shrank"]:
+            # a fact, like a failed test: the next revision must remove or source the claim
+            store.add_reflection(
+                session, run_id, round, "evaluator", discipline.unsourced_note(round, unsourced)
+            )
+            store.append_event(
+                session,
+                run_id,
+                "round.unsourced_claims",
+                {"round": round, "issues": [i.id for i in unsourced]},
+            )
+        if citation_note and not out["shrank"]:
+            # a fact, like a failed test: the next revision must fix its references
+            store.add_reflection(session, run_id, round, "evaluator", citation_note[:8000])
         if stop is None and not out["shrank"]:
             stop = after_output(
                 policy, round=round, seen_hashes=seen_hashes, out=out, points_open=points_open
@@ -353,12 +551,15 @@ async def act(
 
 
 @DBOS.step(name="crosscheck.evaluate")
-async def evaluate(run_id: str, round: int, pause_after: bool) -> dict[str, Any]:
-    """Run the evaluator; a failure becomes an evaluator reflection (a fact, not an opinion)."""
+async def evaluate(run_id: str, round: int, pause_after: bool, attempt: int = 1) -> dict[str, Any]:
+    """Run the evaluator; a failure becomes an evaluator reflection (a fact, not an opinion).
+    ``regressed``: this version fails where the previous one passed (the guard re-asks)."""
     rt = current()
     started = time.perf_counter()
 
-    def prepare(session: Session) -> tuple[EvaluationJob, Evaluator | None] | None:
+    def prepare(
+        session: Session,
+    ) -> tuple[EvaluationJob, Evaluator | None, dict[str, Any] | None] | None:
         run = records.load_run(session, run_id)
         if run.cancel_requested:
             _finish(rt, session, run, CANCELLED, run.rounds or None)
@@ -366,23 +567,33 @@ async def evaluate(run_id: str, round: int, pause_after: bool) -> dict[str, Any]
         row = records.load_round(session, run_id, round)
         assert row is not None
         job = EvaluationJob(run.kind, row.output, run.tests, run.entry_point, run.json_schema)
-        return job, rt.evaluators.get(run.evaluator)
+        # best of N evaluated every draft already: the chosen one's evaluation is this round's
+        reused = drafts.chosen_evaluation(row.drafts, row.output_hash)
+        return job, rt.evaluators.get(run.evaluator), reused
 
     prepared = await _unit(rt, prepare)
     if prepared is None:
         return {"stop": _stop_dict(CANCELLED), "passed": None, "paused": False}
-    job, evaluator = prepared
+    job, evaluator, reused = prepared
     passed: bool | None = None
     evaluation: dict[str, Any] | None = None
-    if evaluator is not None:
-        key = f"{run_id}:{round}:evaluator"
+    if reused is not None:
+        passed, evaluation = bool(reused["passed"]), reused
+    elif evaluator is not None:
+        key = f"{run_id}:{round}:evaluator" + (f":{attempt}" if attempt > 1 else "")
         outcome = await with_retries(rt, "sandbox", lambda: evaluator.evaluate(job, key=key))
         passed, evaluation = outcome.passed, outcome.as_dict()
         rt.metrics.stage_latency.labels("evaluate").observe(time.perf_counter() - started)
 
+    regressed = False
+
     def commit(session: Session) -> Stop | None:
+        nonlocal regressed
         run = records.load_run(session, run_id)
         policy = Policy.model_validate(run.policy)
+        if evaluation is not None and passed is not None:
+            before = store.load_round(session, run_id, round - 1)
+            regressed = before is not None and guard.regressed(policy, before.evaluation, passed)
         if evaluation is not None:
             row = records.load_round(session, run_id, round)
             assert row is not None
@@ -410,14 +621,26 @@ async def evaluate(run_id: str, round: int, pause_after: bool) -> dict[str, Any]
                 session.flush()
                 _finish(rt, session, run, stop, round)
                 return stop
-        if pause_after:
+        if regressed:
+            pass  # the workflow rolls this version back or keeps the better one
+        elif pause_after:
             _pause(session, run, round)
         else:
             records.set_status(session, run, RunStatus.critiquing, round=round)
         return None
 
     stop = await _unit(rt, commit)
-    return {"passed": passed, "stop": _stop_dict(stop), "paused": stop is None and pause_after}
+    return {
+        "passed": passed,
+        "stop": _stop_dict(stop),
+        "paused": stop is None and pause_after and not regressed,
+        "regressed": regressed,
+        "summary": str(evaluation["summary"]) if evaluation and regressed else "",
+    }
+
+
+def pause_for_review(session: Session, run: Run, round: int) -> None:
+    _pause(session, run, round)
 
 
 def _pause(session: Session, run: Run, round: int, reason: str = "before_critique") -> None:
@@ -447,15 +670,70 @@ def _pause(session: Session, run: Run, round: int, reason: str = "before_critiqu
 # ------------------------------------------------------------------------ critique
 
 
+@dataclass
+class _CritiqueInput:
+    request: CritiqueRequest
+    previous_critique: dict[str, Any] | None
+    responses: list[dict[str, Any]] | None
+    reused: tuple[str, CritiqueResult] | None = None
+    parts: list[Section] | None = None
+    research: dict[str, Any] | None = None  # this round's research step, if it ran
+    requested_depth: str | None = None  # the policy's depth, before research degraded it
+    citations_failed: bool = False  # this version's references are not the evidence's
+
+
+def _critique_request(
+    rt: Runtime,
+    session: Session,
+    run: store.RunState,
+    policy: Policy,
+    output: str,
+    round: int,
+    evaluation: Evaluation | None,
+    vector: list[float] | None,
+    declined: list[DeclinedIssue] | None = None,
+) -> CritiqueRequest:
+    human = store.reflections(session, run.id, source="human")
+    return CritiqueRequest(
+        task=run.task,
+        kind=TaskKind(run.kind),
+        output=output,
+        round=round,
+        evaluation=evaluation,
+        reflections=_reflections(human),
+        binding_points=run.binding_points or [],
+        profile=policy.profile,
+        depth=policy.depth,
+        knowledge=rt.knowledge.relevant(
+            session,
+            run.task,
+            profile_for(policy.profile, TaskKind(run.kind)),
+            run.tags or [],
+            vector,
+        ),
+        declined=declined or [],
+    )
+
+
 @DBOS.step(name="crosscheck.critique")
 async def critique(
-    run_id: str, round: int, previous_signature: str | None, evaluation_passed: bool | None
+    run_id: str,
+    round: int,
+    previous_signature: str | None,
+    evaluation_passed: bool | None,
+    attempt: int = 1,
+    retry: int = 0,
 ) -> dict[str, Any]:
-    """Ask the Critic; its structured verdict, and only that, drives the stop rules."""
+    """Ask the Critic; its structured verdict, and only that, drives the stop rules.
+
+    A critique blaming the environment is asked again (``retry``: 1, 2, ... under its own
+    idempotency key) and costs no round. ``reopened``: this version reopened an issue the
+    previous critique had closed (the workflow re-asks the Actor; on a later ``attempt``, the
+    version's, the guard keeps the better version)."""
     rt = current()
     started = time.perf_counter()
 
-    def prepare(session: Session) -> tuple[CritiqueRequest, list[dict[str, Any]]] | None:
+    def prepare(session: Session) -> _CritiqueInput | None:
         run = store.load_run(session, run_id)
         if run.cancel_requested:
             _finish_run(rt, session, run_id, CANCELLED, run.rounds or None)
@@ -471,61 +749,128 @@ async def critique(
             if row.evaluation
             else None
         )
-        human = store.reflections(session, run_id, source="human")
         policy = Policy.model_validate(run.policy)
-        request = CritiqueRequest(
-            task=run.task,
-            kind=TaskKind(run.kind),
-            output=row.output,
-            round=round,
-            evaluation=evaluation,
-            reflections=_reflections(human),
-            binding_points=run.binding_points or [],
-            profile=policy.profile,
-            depth=policy.depth,
-            knowledge=KnowledgeService(rt.settings.knowledge_min_score).relevant(
-                session, run.task, profile_for(policy.profile, TaskKind(run.kind))
-            ),
+        declined = discipline.declined(previous.critique, row.responses) if previous else []
+        request = _critique_request(
+            rt, session, run, policy, row.output, round, evaluation, vector, declined
         )
-        issues = (previous.critique or {}).get("issues", []) if previous else []
-        return request, list(issues)
+        parts = sectioned.parts_of(policy.section_chars, row.output, run.kind)
+        requested = policy.depth.value if policy.depth else None
+        if row.research is not None:
+            # the evidence goes to the Critic; research that failed leaves it at L1
+            update: dict[str, Any] = {
+                "evidence": research.evidence_of(row.research)[:MAX_EVIDENCE],
+                "research": True,
+            }
+            if research.is_degraded(row.research):
+                update["depth"] = Depth.L1
+            request = request.model_copy(update=update)
+        # a best-of-N round 1 was critiqued already: the chosen draft's critique is its own
+        # (unless a person spoke since, research ran, or the draft is long enough to judge
+        # in sections)
+        plain = (
+            not request.reflections
+            and not request.binding_points
+            and parts is None
+            and row.research is None
+        )
+        return _CritiqueInput(
+            request,
+            previous.critique if previous else None,
+            row.responses,
+            reused=drafts.chosen_critique(row.drafts, row.output_hash) if plain else None,
+            parts=parts,
+            research=row.research,
+            requested_depth=requested,
+            citations_failed=row.citations is not None and not row.citations.get("ok", True),
+        )
 
+    vector = await rt.knowledge.run_vector(rt.db, run_id)
     prepared = await _unit(rt, prepare)
     if prepared is None:
         return {"stop": _stop_dict(CANCELLED), "signature": None, "verdict": None}
-    request, previous_issues = prepared
-    key = f"{run_id}:{round}:critic"
-    result = await with_retries(rt, "critic", lambda: rt.critic.critique(request, key=key))
+    request = prepared.request
+    previous_critique, responses = prepared.previous_critique, prepared.responses
+    suffix = (f":{attempt}" if attempt > 1 else "") + (f":retry{retry}" if retry else "")
+    key = f"{run_id}:{round}:critic{suffix}"
+    section_record: list[dict[str, Any]] | None = None
+    if prepared.reused is not None and attempt == 1 and not retry:
+        key, result = prepared.reused
+        calls = [(key, result)]
+        doc = result.model_dump(mode="json", exclude={"usage", "exchanges"})
+    elif prepared.parts is not None:
+        calls = await sectioned.critique(
+            prepared.parts,
+            request,
+            run_id=run_id,
+            round=round,
+            ask=lambda r, k: rt.critic.critique(r, key=k),
+            retry=lambda peer, call: with_retries(rt, peer, call),
+            suffix=suffix,
+        )
+        results = [r for _, r in calls]
+        doc = sectioned.merge(prepared.parts, results)
+        section_record = sectioned.record(prepared.parts, results)
+        result = results[0].model_copy(
+            update={"usage": sectioned.total_usage([r.usage for r in results])}
+        )
+    else:
+        result = await with_retries(rt, "critic", lambda: rt.critic.critique(request, key=key))
+        calls = [(key, result)]
+        doc = result.model_dump(mode="json", exclude={"usage", "exchanges"})
+    if research.is_degraded(prepared.research):
+        # the Critic's own degraded flag: this critique is L1 because research failed
+        assert prepared.research is not None
+        doc = {
+            **doc,
+            "degraded": True,
+            "degraded_reason": doc.get("degraded_reason")
+            or research.degraded_reason(prepared.research),
+            "depth": Depth.L1.value,
+            "requested_depth": prepared.requested_depth or doc.get("requested_depth", ""),
+        }
     rt.metrics.stage_latency.labels("critique").observe(time.perf_counter() - started)
-    rt.metrics.critiques.labels(result.profile, result.depth, str(result.degraded).lower()).inc()
-    doc = result.model_dump(mode="json", exclude={"usage", "exchanges"})
+    for _, each in calls:
+        rt.metrics.critiques.labels(each.profile, each.depth, str(each.degraded).lower()).inc()
     signature = critique_signature(doc)
-    adoption: float | None = None
-    if previous_issues:
-        raised_now = {(i["dimension"], i.get("quote")) for i in doc["issues"]}
-        kept = [i for i in previous_issues if (i["dimension"], i.get("quote")) in raised_now]
-        adoption = round_share(len(previous_issues) - len(kept), len(previous_issues))
-        rt.metrics.critic_issues.inc(len(previous_issues))
-        rt.metrics.critic_issues_adopted.inc(len(previous_issues) - len(kept))
+    environment = critic_blames_environment(doc)
+    if environment and retry < ENVIRONMENT_RETRIES:
+        rt.metrics.environment_retries.labels("critic").inc()
+
+        def record_retry(session: Session) -> None:
+            run = store.load_run(session, run_id)
+            changes = store.RunChanges({})
+            _bill_critiques(rt, session, run, changes, round, calls)
+            store.update_run(session, run, changes)
+            store.append_event(
+                session,
+                run_id,
+                "round.critique_retried",
+                {
+                    "round": round,
+                    "attempt": retry + 1,
+                    "error_class": doc["error_class"],
+                    "reflection": doc["reflection"][:500],
+                },
+            )
+
+        await _unit(rt, record_retry)
+        return {"stop": None, "signature": None, "verdict": doc["verdict"], "retry": True}
+    measured = None if environment else discipline.adoption(previous_critique, responses, doc)
+    adoption = measured.share if measured is not None else None
+    if measured is not None:
+        rt.metrics.critic_issues.inc(measured.counted)
+        rt.metrics.critic_issues_adopted.inc(measured.adopted)
 
     paused = False
+    reopened: guard.Reopened | None = None
 
     def commit(session: Session) -> Stop | None:
-        nonlocal paused
+        nonlocal paused, reopened, doc, signature
         run = store.load_run(session, run_id)
         policy = Policy.model_validate(run.policy)
         changes = store.RunChanges({})
-        _bill(
-            rt,
-            session,
-            run,
-            changes,
-            round=round,
-            role="critic",
-            stage="critique",
-            key=key,
-            result=result,
-        )
+        _bill_critiques(rt, session, run, changes, round, calls)
         store.update_round(
             session,
             run_id,
@@ -534,8 +879,21 @@ async def critique(
                 "critique": doc,
                 "critic_usage": result.usage.model_dump(mode="json"),
                 "adoption": adoption,
+                **({"sections": section_record} if section_record is not None else {}),
             },
         )
+        reopened = guard.check_reopened(
+            session, run_id, round, attempt, policy, doc, bool(run.binding_points)
+        )
+        if reopened is not None and reopened.kept is None:
+            store.update_run(session, run, changes)
+            return None  # rolled back: the workflow re-asks the Actor
+        if reopened is not None and reopened.critique is not None:
+            doc = reopened.critique  # the previous version stays, with its critique
+            signature = critique_signature(doc)
+            rt.metrics.over_corrections.labels("reopened_issue", "previous").inc()
+        elif reopened is not None:
+            rt.metrics.over_corrections.labels("reopened_issue", "current").inc()
         unmet = [c["point"] for c in doc["binding_checks"] if not c["satisfied"]]
         if run.binding_points and not unmet:
             changes.values.update(binding_points=None, binding_attempts=0)
@@ -556,7 +914,7 @@ async def critique(
                 "round.binding_checks",
                 {"round": round, "points": len(doc["binding_checks"]), "unmet": len(unmet)},
             )
-        if doc["verdict"] != "pass" or evaluation_passed is False:
+        if not environment and (doc["verdict"] != "pass" or evaluation_passed is False):
             lines = [doc["reflection"]] + [
                 f"- [{i['severity']}] {i['dimension']}: {i['suggestion']}"
                 + (f' (on: "{i["quote"][:200]}")' if i.get("quote") else "")
@@ -581,11 +939,13 @@ async def critique(
             "run_tokens": changes.tokens(run),
             "run_cost": changes.cost(run),
         }
-        stop = after_critique(
+        stop = environment_stop(round, retry + 1) if environment else None
+        stop = stop or after_critique(
             policy,
             round=round,
             critique=decision,
-            evaluation_passed=evaluation_passed,
+            # invalid citations hold back a pass like a failed evaluation
+            evaluation_passed=False if prepared.citations_failed else evaluation_passed,
             previous_signature=previous_signature,
             human_rounds=run.human_rounds,
             unmet_points=unmet if run.binding_points else [],
@@ -613,6 +973,7 @@ async def critique(
         "signature": signature,
         "verdict": doc["verdict"],
         "paused": paused,
+        "reopened": reopened.issues if reopened is not None and reopened.kept is None else [],
     }
 
 
@@ -657,13 +1018,23 @@ async def resume_state(run_id: str, round: int, stage: str) -> dict[str, Any]:
         before = next((r for r in rounds if r.number == round - 1), None)
         current_round = next((r for r in rounds if r.number == round), None)
         evaluation = current_round.evaluation if current_round and stage == "critique" else None
+        # paused after a reopened-issue re-ask (the round's first version was critiqued)
+        correction = (current_round.over_correction if current_round else None) or {}
+        reasked = stage == "critique" and (correction.get("reason"), correction.get("kept")) == (
+            "reopened_issue",
+            "retry",
+        )
         append_event(session, run_id, "run.resumed", {"round": round, "stage": stage})
+        run = records.load_run(session, run_id)
+        policy = Policy.model_validate(run.policy)
         return {
+            "research": research.research_on(policy, bool(rt.settings.research_url)),
             "hashes": [r.output_hash for r in earlier],
             "signature": critique_signature(before.critique)
             if before and before.critique
             else None,
             "passed": bool(evaluation["passed"]) if evaluation else None,
+            "reasked": reasked,
         }
 
     state = await _unit(rt, work)

@@ -4,7 +4,7 @@ The act and critique steps run these several times per run, and the ORM's unit o
 (identity map, attribute events, flush ordering) cost more CPU than the SQL itself: about
 6 ms per step on this machine against well under 2 ms here. Everything goes through the
 step's own ``Session`` (its connection), so it shares that step's transaction with the
-ORM code of the rarer paths (finishing, pausing, lessons), which load rows after these
+ORM code of the rarer paths (finishing, pausing, knowledge), which load rows after these
 writes and therefore see them.
 """
 
@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session
 
 from orchestrator.events.repository import lock_event_sequence, note_appended
 from orchestrator.tables import (
     Event,
-    Lesson,
     ModelCall,
     Reflection,
     Round,
@@ -36,7 +37,6 @@ ROUNDS = table_of(Round)
 REFLECTIONS = table_of(Reflection)
 CALLS = table_of(ModelCall)
 EVENTS = table_of(Event)
-LESSONS = table_of(Lesson)
 
 _RUN_COLUMNS = (
     RUNS.c.id,
@@ -52,10 +52,12 @@ _RUN_COLUMNS = (
     RUNS.c.output_tokens,
     RUNS.c.cost_usd,
     RUNS.c.lessons_used,
+    RUNS.c.actor_knowledge,
     RUNS.c.tags,
     RUNS.c.binding_points,
     RUNS.c.binding_attempts,
     RUNS.c.human_rounds,
+    RUNS.c.locked,
 )
 _SELECT_RUN = sa.select(*_RUN_COLUMNS).where(RUNS.c.id == sa.bindparam("run_id"))
 
@@ -77,10 +79,12 @@ class RunState:
     output_tokens: int
     cost_usd: float
     lessons_used: list[str] | None
+    actor_knowledge: list[str] | None
     tags: list[str] | None
     binding_points: list[str] | None
     binding_attempts: int
     human_rounds: int
+    locked: list[str] | None
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,12 @@ class RoundState:
     evaluation: dict[str, Any] | None
     critique: dict[str, Any] | None
     rolled_back: list[dict[str, Any]] | None
+    responses: list[dict[str, Any]] | None = None
+    drafts: list[dict[str, Any]] | None = None
+    sections: list[dict[str, Any]] | None = None
+    search_queries: list[str] | None = None
+    research: dict[str, Any] | None = None
+    citations: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -136,8 +146,19 @@ _UPDATE_ROUND = ROUNDS.update().where(
 _INSERT_REFLECTION = REFLECTIONS.insert()
 _CALL_EXISTS = sa.select(CALLS.c.id).where(CALLS.c.call_key == sa.bindparam("key"))
 _INSERT_CALL = CALLS.insert()
+# One statement instead of a lookup and an insert: the unique call key decides, and a
+# returned id says this was the first time (a skipped row returns none; psycopg reports no
+# row count for it).
+_INSERT_CALL_ONCE: dict[str, sa.sql.dml.ReturningInsert[tuple[int]]] = {
+    "sqlite": sqlite_insert(CALLS)
+    .on_conflict_do_nothing(index_elements=[CALLS.c.call_key])
+    .returning(CALLS.c.id),
+    "postgresql": postgresql_insert(CALLS)
+    .on_conflict_do_nothing(index_elements=[CALLS.c.call_key])
+    .returning(CALLS.c.id),
+}
 _INSERT_EVENT = EVENTS.insert()
-_UPDATE_RUN = RUNS.update().where(RUNS.c.id == sa.bindparam("_id"))
+UPDATE_RUN = RUNS.update().where(RUNS.c.id == sa.bindparam("_id"))
 
 
 def _conn(session: Session) -> sa.Connection:
@@ -159,6 +180,12 @@ _SELECT_ROUND = sa.select(
     ROUNDS.c.evaluation,
     ROUNDS.c.critique,
     ROUNDS.c.rolled_back,
+    ROUNDS.c.responses,
+    ROUNDS.c.drafts,
+    ROUNDS.c.sections,
+    ROUNDS.c.search_queries,
+    ROUNDS.c.research,
+    ROUNDS.c.citations,
 ).where(ROUNDS.c.run_id == sa.bindparam("run_id"), ROUNDS.c.number == sa.bindparam("number"))
 
 
@@ -213,17 +240,6 @@ def add_reflection(session: Session, run_id: str, round: int, source: str, conte
     )
 
 
-def lesson_texts(session: Session, lesson_ids: list[str]) -> list[str]:
-    """The contents of the lessons a run chose, in the order it chose them."""
-    if not lesson_ids:
-        return []
-    rows = _conn(session).execute(
-        sa.select(LESSONS.c.id, LESSONS.c.content).where(LESSONS.c.id.in_(lesson_ids))
-    )
-    found: dict[str, str] = {str(row.id): str(row.content) for row in rows}
-    return [found[i][:8000] for i in lesson_ids if i in found]
-
-
 def record_call(
     session: Session,
     run_id: str,
@@ -236,29 +252,30 @@ def record_call(
 ) -> dict[str, Any] | None:
     """Store a model call once per key; return its usage when this is the first time."""
     conn = _conn(session)
-    if conn.execute(_CALL_EXISTS, {"key": key}).first() is not None:
+    once = _INSERT_CALL_ONCE.get(conn.dialect.name)
+    if once is None and conn.execute(_CALL_EXISTS, {"key": key}).first() is not None:
         return None
     usage = result.usage.model_dump(mode="json")
-    conn.execute(
-        _INSERT_CALL,
-        {
-            "run_id": run_id,
-            "call_key": key,
-            "round": round,
-            "role": role,
-            "stage": stage,
-            "usage": usage,
-            "exchanges": [e.model_dump(mode="json") for e in result.exchanges],
-            "latency_ms": result.usage.latency_ms,
-            "created_at": utcnow(),
-        },
-    )
-    return usage
+    row = {
+        "run_id": run_id,
+        "call_key": key,
+        "round": round,
+        "role": role,
+        "stage": stage,
+        "usage": usage,
+        "exchanges": [e.model_dump(mode="json") for e in result.exchanges],
+        "latency_ms": result.usage.latency_ms,
+        "created_at": utcnow(),
+    }
+    if once is None:
+        conn.execute(_INSERT_CALL, row)
+        return usage
+    return usage if conn.execute(once, row).first() is not None else None
 
 
 def append_event(session: Session, run_id: str | None, type_: str, data: dict[str, Any]) -> None:
     """The Core twin of ``events.repository.append_event`` (same lock, same row)."""
-    lock_event_sequence(session)
+    lock_event_sequence(session, type_)
     note_appended(session, type_)
     _conn(session).execute(
         _INSERT_EVENT, {"run_id": run_id, "type": type_, "data": data, "created_at": utcnow()}
@@ -281,4 +298,4 @@ def update_run(
     if not values:
         return
     values["updated_at"] = utcnow()
-    _conn(session).execute(_UPDATE_RUN, {"_id": run.id, **values})
+    _conn(session).execute(UPDATE_RUN, {"_id": run.id, **values})

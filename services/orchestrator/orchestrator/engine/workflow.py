@@ -13,8 +13,9 @@ from dbos import DBOS
 from dbos._error import DBOSException
 from sqlmodel import Session
 
-from orchestrator.engine import records
+from orchestrator.engine import guard, records
 from orchestrator.engine.policy import Stop, needs_review_before_critique
+from orchestrator.engine.research import research
 from orchestrator.engine.runtime import current
 from orchestrator.engine.steps import act, critique, evaluate, finish, resume_state
 from orchestrator.events.repository import append_event
@@ -99,6 +100,59 @@ async def fail_unexpectedly(run_id: str, error_class: str, message: str) -> dict
     return result
 
 
+def _backoff(attempt: int) -> float:
+    settings = current().settings
+    return float(settings.peer_retry_initial_s * settings.peer_retry_backoff ** (attempt - 1))
+
+
+async def _over_corrected(
+    run_id: str, number: int, attempt: int, pause: bool, seen_hashes: list[str], summary: str
+) -> dict[str, Any]:
+    """Round ``number``'s revision broke a passing evaluation: roll it back and re-ask once;
+    when the re-asked one breaks it again, keep the better version (``guard.keep_better``)."""
+    note = guard.regression_note(number, summary)
+    retry = attempt + 1
+    out = await act(run_id, number, "revise", retry, seen_hashes[:-1], "over_correction", note)
+    if _stopped(out) is not None:
+        return out
+    seen_hashes[-1] = out["output_hash"]
+    evaluation = await evaluate(run_id, number, pause, retry)
+    if _stopped(evaluation) is not None or not evaluation.get("regressed"):
+        return evaluation
+    return await guard.keep_better(run_id, number, retry, "evaluation", pause)
+
+
+async def _reopened(
+    run_id: str,
+    number: int,
+    attempt: int,
+    signature: str | None,
+    seen_hashes: list[str],
+    issues: list[str],
+) -> dict[str, Any]:
+    """Round ``number``'s revision reopened issues the previous critique had closed: roll it
+    back, re-ask once, evaluate and critique the new version (the critique step keeps the
+    better version when it reopens them again). Under ``review: before_critique`` the new
+    version waits for a person before its critique, as every version does; the resumed
+    segment critiques it as the re-ask (see ``resume_state``)."""
+    retry = attempt + 1
+    note = guard.reopened_note(number, issues)
+    out = await act(
+        run_id, number, "revise", retry, seen_hashes[:-1], "over_correction", note, "reopened_issue"
+    )
+    if _stopped(out) is not None:
+        return out
+    seen_hashes[-1] = out["output_hash"]
+    pause = needs_review_before_critique(Policy.model_validate(out["policy"]), number)
+    passed: bool | None = None
+    if out["evaluator"] != "none" or pause:
+        evaluation = await evaluate(run_id, number, pause, retry)
+        if _stopped(evaluation) is not None or evaluation["paused"]:
+            return evaluation
+        passed = evaluation["passed"]
+    return await _critique(run_id, number, signature, passed, retry)
+
+
 def _stopped(result: dict[str, Any]) -> str | None:
     stop = result.get("stop")
     return str(stop["status"]) if stop else None
@@ -108,34 +162,74 @@ async def _loop(run_id: str, number: int, stage: str) -> str:
     seen_hashes: list[str] = []
     signature: str | None = None
     passed: bool | None = None
+    researching = False  # decided by a step (recorded), so a recovered run decides the same
+    reasked = False  # the version a resumed segment critiques is a reopened-issue re-ask
     if stage != "draft":
         state = await resume_state(run_id, number, stage)
         seen_hashes, signature, passed = state["hashes"], state["signature"], state["passed"]
+        researching = bool(state.get("research"))
+        reasked = bool(state.get("reasked"))
     while True:
+        # A resumed segment does not know which attempts its round used (a shrink re-ask,
+        # then an over-correction one: at most 3), so its own re-ask starts past them.
+        attempt = 3
         if stage == "critique":  # resumed after a person looked at this round's output
             resumed, stage = True, "revise"
         else:
-            resumed = False
+            resumed, attempt = False, 1
             out = await act(run_id, number, stage, 1, seen_hashes)
             if out.get("shrank"):
+                attempt = 2
                 out = await act(run_id, number, stage, 2, seen_hashes)
             if (status := _stopped(out)) is not None:
                 return status
             seen_hashes.append(out["output_hash"])
             policy = Policy.model_validate(out["policy"])
+            researching = bool(out.get("research"))
             pause = needs_review_before_critique(policy, number)
             passed = None
         if not resumed and (out["evaluator"] != "none" or pause):
-            evaluation = await evaluate(run_id, number, pause)
+            evaluation = await evaluate(run_id, number, pause, attempt)
             if (status := _stopped(evaluation)) is not None:
                 return status
+            if evaluation.get("regressed"):
+                evaluation = await _over_corrected(
+                    run_id, number, attempt, pause, seen_hashes, evaluation["summary"]
+                )
+                attempt += 1
+                if (status := _stopped(evaluation)) is not None:
+                    return status
             if evaluation["paused"]:
                 return RunStatus.awaiting_review.value
             passed = evaluation["passed"]
-        verdict = await critique(run_id, number, signature, passed)
+        if researching:
+            await research(run_id, number)  # evidence for this round's critique
+        # a re-ask's critique: its own key, and a second reopening keeps the better version
+        verdict = await _critique(run_id, number, signature, passed, attempt if reasked else 1)
+        reasked = False
         if (status := _stopped(verdict)) is not None:
             return status
+        if verdict.get("reopened"):
+            verdict = await _reopened(
+                run_id, number, attempt, signature, seen_hashes, verdict["reopened"]
+            )
+            if (status := _stopped(verdict)) is not None:
+                return status
         if verdict.get("paused"):
             return RunStatus.awaiting_review.value
         signature = verdict["signature"]
         number, stage = number + 1, "revise"
+
+
+async def _critique(
+    run_id: str, number: int, signature: str | None, passed: bool | None, attempt: int = 1
+) -> dict[str, Any]:
+    """The critique of this version; one that blames the environment is asked again after a
+    backoff (same round, its own key) until the critique step gives up and stops the run."""
+    verdict = await critique(run_id, number, signature, passed, attempt)
+    retry = 0
+    while verdict.get("retry"):
+        retry += 1
+        await DBOS.sleep_async(_backoff(retry))
+        verdict = await critique(run_id, number, signature, passed, attempt, retry)
+    return verdict

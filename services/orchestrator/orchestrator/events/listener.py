@@ -65,4 +65,6 @@ class EventListener:
                 if on_notice is not None:
                     on_notice()
                 else:
-                    self.hub.notify()
+                    # the payload is the appended event's type: only the subscribers that
+                    # follow it wake (an empty one, from an older replica: all of them)
+                    self.hub.notify({notice.payload} if notice.payload else None)

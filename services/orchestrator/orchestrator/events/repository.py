@@ -18,8 +18,9 @@ EVENT_LOCK_KEY = 7_261_001
 EVENTS_CHANNEL = "crosscheck_events"
 
 # One round trip: the lock, and a notification Postgres delivers only if the transaction
-# commits (repeats within one transaction fold into one).
-_EVENT_LOCK = sa.text(f"SELECT pg_advisory_xact_lock(:k), pg_notify('{EVENTS_CHANNEL}', '')")
+# commits (repeats within one transaction fold into one). Its payload is the event's type,
+# so a listener wakes only the subscribers that follow it (an empty payload: every one).
+_EVENT_LOCK = sa.text(f"SELECT pg_advisory_xact_lock(:k), pg_notify('{EVENTS_CHANNEL}', :type)")
 
 
 # ``session.info`` key: the event types a unit of work appended (see ``appended_types``).
@@ -35,15 +36,15 @@ def appended_types(session: Session) -> frozenset[str]:
     return frozenset(session.info.get(APPENDED, ()))
 
 
-def lock_event_sequence(session: Session) -> None:
+def lock_event_sequence(session: Session, type_: str = "") -> None:
     """Take the event-append lock for the rest of the transaction and, at commit, tell every
-    replica's listener that events were added (Postgres only)."""
+    replica's listener that events of ``type_`` were added (Postgres only)."""
     if session.get_bind().dialect.name == "postgresql":
-        session.execute(_EVENT_LOCK, {"k": EVENT_LOCK_KEY})
+        session.execute(_EVENT_LOCK, {"k": EVENT_LOCK_KEY, "type": type_})
 
 
 def append_event(session: Session, run_id: str | None, type_: str, data: dict[str, Any]) -> None:
-    lock_event_sequence(session)
+    lock_event_sequence(session, type_)
     note_appended(session, type_)
     session.add(Event(run_id=run_id, type=type_, data=data))
 

@@ -43,23 +43,27 @@ def list_entries(
     include_retired: bool = False,
     limit: Annotated[int, Query(ge=1, le=1000)] = 200,
 ) -> list[KnowledgePublic]:
-    """Entries, newest first; ``profile`` keeps those for that profile (and for every one)."""
+    """Entries, newest first; ``profile`` keeps those for that profile (and for every one);
+    ``kind=lesson`` lists the lessons reviewers promoted."""
     return _service(request).listed(
         session, kind=kind, profile=profile, include_retired=include_retired, limit=limit
     )
 
 
 @router.get("/search", response_model=list[KnowledgeMatch])
-def search_entries(
+async def search_entries(
     caller: Reader,
-    session: SessionDep,
     request: Request,
     q: Annotated[str, Query(min_length=1, max_length=20_000)],
     profile: ProfileName | None = None,
+    tag: Annotated[list[str], Query(max_length=20)] = [],  # noqa: B006  (FastAPI copies it)
 ) -> list[KnowledgeMatch]:
-    """What the Critic would receive for a task with this text: the top entries above the
-    score threshold, best first, with their scores."""
-    return _service(request).search(session, q, profile)
+    """What the Actor and the Critic would receive for a task with this text (and these run
+    tags): the top entries above the threshold, best first, with their scores."""
+    db: Database = request.app.state.db
+    service = _service(request)
+    vector = await service.query_vector(db, q)
+    return await db.read(lambda s: service.search(s, q, profile, tag, vector))
 
 
 @router.get("/{entry_id}", response_model=KnowledgePublic)
@@ -81,7 +85,7 @@ async def update_entry(
 
 @router.delete("/{entry_id}", response_model=KnowledgePublic)
 async def retire_entry(entry_id: str, caller: Admin, request: Request) -> KnowledgePublic:
-    """Retire an entry (admin): no new critique receives it; critiques that did keep its id
+    """Retire an entry (admin): no new call receives it; calls that did keep its id
     (``PATCH`` with ``retired: false`` brings it back)."""
     db: Database = request.app.state.db
     service = _service(request)

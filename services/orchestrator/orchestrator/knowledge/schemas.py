@@ -18,6 +18,8 @@ Key = Annotated[
 ]
 Profiles = Annotated[list[ProfileName], Field(max_length=20)]
 Weight = Annotated[float, Field(ge=0.0, le=1.0)]
+Scope = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,49}$")]
+SCOPE_HELP = "`global` (every run) or a run tag: only runs with that tag receive it."
 
 
 class KnowledgeCreate(WireModel):
@@ -30,6 +32,7 @@ class KnowledgeCreate(WireModel):
     weight: Weight = Field(
         default=1.0, description="How far evidence of this kind can be trusted (0 to 1)."
     )
+    scope: Scope = Field(default="global", description=SCOPE_HELP)
 
 
 class KnowledgeUpdate(WireModel):
@@ -40,13 +43,14 @@ class KnowledgeUpdate(WireModel):
     body: Body | None = None
     profiles: Profiles | None = None
     weight: Weight | None = None
+    scope: Scope | None = None
     retired: bool | None = None
 
     @model_validator(mode="after")
     def _something(self) -> KnowledgeUpdate:
         if not self.model_fields_set:
             raise ValueError("send at least one field to change")
-        for name in ("kind", "title", "body", "profiles", "weight", "retired"):
+        for name in ("kind", "title", "body", "profiles", "weight", "scope", "retired"):
             if name in self.model_fields_set and getattr(self, name) is None:
                 raise ValueError(f"{name} cannot be null")
         return self
@@ -59,16 +63,26 @@ class KnowledgePublic(WireModel):
     body: str
     profiles: list[str]
     weight: float
-    pack: str = Field(description="The pack file it came from, or `api`.")
+    pack: str = Field(
+        description="The pack it came from, `api`, or `review` (a lesson a reviewer promoted)."
+    )
     author: str
     retired: bool
+    scope: str = Field(default="global", description=SCOPE_HELP)
+    source_run_id: str | None = Field(
+        default=None, description="A lesson's run: where the reviewer wrote the comment."
+    )
+    uses: int = Field(default=0, description="Runs whose Actor received it.")
     created_at: datetime
     updated_at: datetime
 
 
 class KnowledgeMatch(WireModel):
     entry: KnowledgePublic
-    score: float = Field(description="Text-index relevance (higher is closer; scale per database).")
+    score: float = Field(
+        description="Relevance, higher is closer. Text index alone: its score (scale per "
+        "database); with embeddings: the cosine similarity plus a share of the text score."
+    )
 
 
 class PackEntry(WireModel):

@@ -1,5 +1,6 @@
-"""Knowledge entries: written through the API or shipped as pack files, retrieved for the
-Critic by the text index (top entries above a score threshold)."""
+"""Knowledge entries: written through the API, shipped as pack files, or promoted from a
+reviewer's comment (kind ``lesson``); retrieved for the Actor and the Critic by the text
+index, mixed with cosine similarity when embeddings are on (top entries above a threshold)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ from pathlib import Path
 
 from sqlmodel import Session, col, select
 
+from orchestrator.db import Database
+from orchestrator.engine import store
 from orchestrator.knowledge import index
+from orchestrator.knowledge.embeddings import Vectors, cosine
 from orchestrator.knowledge.schemas import (
     KnowledgeCreate,
     KnowledgeMatch,
@@ -15,13 +19,18 @@ from orchestrator.knowledge.schemas import (
     KnowledgeUpdate,
     PackFile,
 )
+from orchestrator.settings import OrchestratorSettings
 from orchestrator.tables import KnowledgeEntry, new_id, utcnow
 from shared.contracts import KnowledgeKind, KnowledgeNote, TaskKind
 from shared.datafiles import load_toml_model
 from shared.errors import ConfigurationError, NotFound
+from shared.orchestration import Policy
 
 TOP = 3
 CANDIDATES = 30  # ranked by the index before the profile filter keeps the top ones
+MIN_SIMILARITY = 0.6  # with embeddings: the cosine an entry needs (seed 000)
+TEXT_SHARE = 0.2  # with embeddings: how much the text index adds to the cosine
+TITLE_CHARS = 200
 
 
 def profile_for(profile: str | None, kind: TaskKind) -> str:
@@ -44,6 +53,9 @@ def public(entry: KnowledgeEntry) -> KnowledgePublic:
         pack=entry.pack,
         author=entry.author,
         retired=entry.retired,
+        scope=entry.scope,
+        source_run_id=entry.source_run_id,
+        uses=entry.uses,
         created_at=entry.created_at,
         updated_at=entry.updated_at,
     )
@@ -59,10 +71,159 @@ def note(entry: KnowledgeEntry) -> KnowledgeNote:
     )
 
 
+def knowledge_from_settings(settings: OrchestratorSettings) -> KnowledgeService:
+    """The service the API and the steps share; with embeddings on, its embeddings client
+    (the key and URL default to the OpenAI provider's own settings)."""
+    if not settings.knowledge_embeddings:
+        return KnowledgeService(settings.knowledge_min_score)
+    try:  # the model SDK comes with the `embeddings` extra only
+        from shared.providers.embeddings import Embedder
+        from shared.providers.settings import ProviderSettings
+    except ImportError as exc:
+        raise ConfigurationError(
+            "ORCHESTRATOR_KNOWLEDGE_EMBEDDINGS is on but the OpenAI SDK is not installed here: "
+            f"install crosscheck-orchestrator[embeddings] ({exc.name} is missing)"
+        ) from None
+    provider = ProviderSettings()
+    key = settings.knowledge_embedding_api_key or provider.openai_api_key
+    if key is None:
+        raise ConfigurationError(
+            "ORCHESTRATOR_KNOWLEDGE_EMBEDDINGS is on but no API key is set for the embeddings "
+            "endpoint: set ORCHESTRATOR_KNOWLEDGE_EMBEDDING_API_KEY or OPENAI_API_KEY"
+        )
+    embedder = Embedder(
+        model=settings.knowledge_embedding_model,
+        api_key=key.get_secret_value(),
+        base_url=settings.knowledge_embedding_base_url or provider.openai_base_url,
+        timeout_s=settings.knowledge_embedding_timeout_s,
+    )
+    return KnowledgeService(
+        settings.knowledge_min_score,
+        vectors=Vectors(embedder),
+        min_similarity=settings.knowledge_min_similarity,
+    )
+
+
+def lesson_title(content: str) -> str:
+    """A lesson's title: the first line of the reviewer's comment, cut to fit."""
+    first = next((line.strip() for line in content.splitlines() if line.strip()), "Lesson")
+    return first if len(first) <= TITLE_CHARS else first[: TITLE_CHARS - 1] + "…"
+
+
+def in_scope(entry: KnowledgeEntry, tags: list[str] | None) -> bool:
+    """``global`` entries apply to every run; a tag-scoped one only to runs with that tag."""
+    return entry.scope == "global" or entry.scope in (tags or [])
+
+
 class KnowledgeService:
-    def __init__(self, min_score: float = 0.0, top: int = TOP) -> None:
+    def __init__(
+        self,
+        min_score: float = 0.0,
+        top: int = TOP,
+        *,
+        vectors: Vectors | None = None,
+        min_similarity: float = MIN_SIMILARITY,
+    ) -> None:
         self.min_score = min_score
         self.top = top
+        self.vectors = vectors
+        self.min_similarity = min_similarity
+
+    async def aclose(self) -> None:
+        if self.vectors is not None:
+            await self.vectors.aclose()
+
+    async def query_vector(self, db: Database, text: str) -> list[float] | None:
+        """The embedding of a query; ``None`` with embeddings off (nothing is sent) or when
+        the provider failed (logged; the text index ranks alone)."""
+        if self.vectors is None:
+            return None
+        return await self.vectors.query(db, text)
+
+    async def run_vector(self, db: Database, run_id: str) -> list[float] | None:
+        """The query vector of a run's task (for the Critic's call); ``None`` with embeddings
+        off, where nothing is read or sent."""
+        if self.vectors is None:
+            return None
+        run = await db.read(lambda s: store.load_run(s, run_id))
+        return await self.vectors.query(db, run.task)
+
+    async def actor_vector(self, db: Database, run_id: str, stage: str) -> list[float] | None:
+        """The query vector the Actor's draft needs to choose its entries; ``None`` when it
+        needs none (embeddings off, a revision, or a draft that chose already)."""
+        if self.vectors is None or stage != "draft":
+            return None
+        run = await db.read(lambda s: store.load_run(s, run_id))
+        if run.actor_knowledge is not None or run.lessons_used is not None:
+            return None
+        return await self.vectors.query(db, run.task)
+
+    def for_actor(
+        self,
+        session: Session,
+        run: store.RunState,
+        stage: str,
+        vector: list[float] | None = None,
+    ) -> list[KnowledgeNote]:
+        """The entries every Actor call of this run receives, lessons first.
+
+        Chosen once, at the draft, and kept on the run (``actor_knowledge``; the lessons
+        among them also in ``lessons_used``, and each entry's ``uses`` counts the run) before
+        the Actor is called, so a replayed step and every revision get the same entries.
+        A run that chose lessons before knowledge existed keeps those."""
+        chosen = run.actor_knowledge
+        if chosen is None and run.lessons_used is None and stage == "draft":
+            policy = Policy.model_validate(run.policy)
+            profile = profile_for(policy.profile, TaskKind(run.kind))
+            ranked = self._ranked(session, run.task, profile, run.tags or [], vector)
+            for entry, _ in ranked:
+                entry.uses += 1
+                session.add(entry)
+            session.flush()
+            chosen = [entry.id for entry, _ in ranked]
+            lessons = [entry.id for entry, _ in ranked if entry.kind == KnowledgeKind.lesson]
+            store.update_run(
+                session,
+                run,
+                store.RunChanges({"actor_knowledge": chosen, "lessons_used": lessons}),
+            )
+        notes = self.notes(session, chosen if chosen is not None else run.lessons_used or [])
+        return sorted(notes, key=lambda n: n.kind is not KnowledgeKind.lesson)
+
+    def notes(self, session: Session, ids: list[str]) -> list[KnowledgeNote]:
+        """These entries (retired ones too: a run keeps what it chose), in this order."""
+        if not ids:
+            return []
+        rows = session.exec(select(KnowledgeEntry).where(col(KnowledgeEntry.id).in_(ids)))
+        found = {entry.id: entry for entry in rows}
+        return [note(found[i]) for i in ids if i in found]
+
+    def promote_lesson(
+        self,
+        session: Session,
+        *,
+        content: str,
+        scope: str,
+        author: str,
+        source_task: str,
+        source_run_id: str | None,
+    ) -> KnowledgeEntry:
+        """Keep a reviewer's comment as a ``lesson`` entry for similar future tasks."""
+        entry = KnowledgeEntry(
+            id=new_id("les"),
+            kind=KnowledgeKind.lesson.value,
+            title=lesson_title(content),
+            body=content,
+            profiles=[],
+            pack="review",
+            author=author,
+            scope=scope,
+            source_task=source_task,
+            source_run_id=source_run_id,
+        )
+        session.add(entry)
+        session.flush()
+        return entry
 
     def create(self, session: Session, body: KnowledgeCreate, author: str) -> KnowledgePublic:
         entry = KnowledgeEntry(
@@ -73,6 +234,7 @@ class KnowledgeService:
             profiles=list(body.profiles),
             weight=body.weight,
             author=author,
+            scope=body.scope,
         )
         session.add(entry)
         session.flush()
@@ -125,33 +287,84 @@ class KnowledgeService:
     def retire(self, session: Session, entry_id: str) -> KnowledgePublic:
         return self.update(session, entry_id, KnowledgeUpdate(retired=True))
 
-    def relevant(self, session: Session, text: str, profile: str | None) -> list[KnowledgeNote]:
-        """At most ``top`` active entries for this profile whose score clears the threshold,
-        best first."""
-        return [note(entry) for entry, _ in self._ranked(session, text, profile)]
+    def relevant(
+        self,
+        session: Session,
+        text: str,
+        profile: str | None,
+        tags: list[str] | None = None,
+        vector: list[float] | None = None,
+    ) -> list[KnowledgeNote]:
+        """At most ``top`` active entries for this profile and these run tags whose score
+        clears the threshold, best first."""
+        return [note(entry) for entry, _ in self._ranked(session, text, profile, tags, vector)]
 
-    def search(self, session: Session, text: str, profile: str | None) -> list[KnowledgeMatch]:
+    def search(
+        self,
+        session: Session,
+        text: str,
+        profile: str | None,
+        tags: list[str] | None = None,
+        vector: list[float] | None = None,
+    ) -> list[KnowledgeMatch]:
         return [
             KnowledgeMatch(entry=public(entry), score=round(score, 6))
-            for entry, score in self._ranked(session, text, profile)
+            for entry, score in self._ranked(session, text, profile, tags, vector)
         ]
 
+    def _fits(
+        self, entry: KnowledgeEntry | None, profile: str | None, tags: list[str] | None
+    ) -> bool:
+        if entry is None or entry.retired or not in_scope(entry, tags):
+            return False
+        return profile is None or not entry.profiles or profile in entry.profiles
+
     def _ranked(
-        self, session: Session, text: str, profile: str | None
+        self,
+        session: Session,
+        text: str,
+        profile: str | None,
+        tags: list[str] | None,
+        vector: list[float] | None,
     ) -> list[tuple[KnowledgeEntry, float]]:
+        if vector is not None:
+            return self._ranked_by_vector(session, text, profile, tags, vector)
         out: list[tuple[KnowledgeEntry, float]] = []
         for hit in index.search(session, text, CANDIDATES):
             if hit.score < self.min_score:
                 break
             entry = session.get(KnowledgeEntry, hit.id)
-            if entry is None or entry.retired:
-                continue
-            if profile is not None and entry.profiles and profile not in entry.profiles:
+            if entry is None or not self._fits(entry, profile, tags):
                 continue
             out.append((entry, hit.score))
             if len(out) == self.top:
                 break
         return out
+
+    def _ranked_by_vector(
+        self,
+        session: Session,
+        text: str,
+        profile: str | None,
+        tags: list[str] | None,
+        vector: list[float],
+    ) -> list[tuple[KnowledgeEntry, float]]:
+        """Entries whose cosine with the query clears ``min_similarity``, ranked by that
+        cosine plus a share of their text-index score (relative to the best one)."""
+        hits = {hit.id: hit.score for hit in index.search(session, text, CANDIDATES)}
+        best = max(hits.values(), default=0.0)
+        scored: list[tuple[float, str, KnowledgeEntry]] = []
+        rows = session.exec(select(KnowledgeEntry).where(col(KnowledgeEntry.retired).is_(False)))
+        for entry in rows:
+            if not self._fits(entry, profile, tags) or not entry.embedding:
+                continue
+            similarity = cosine(vector, entry.embedding)
+            if similarity < self.min_similarity:
+                continue
+            lexical = hits.get(entry.id, 0.0) / best if best > 0 else 0.0
+            scored.append((similarity + TEXT_SHARE * lexical, entry.id, entry))
+        scored.sort(key=lambda t: (-t[0], t[1]))
+        return [(entry, score) for score, _, entry in scored[: self.top]]
 
     def load_packs(self, session: Session, folder: Path) -> int:
         """Upsert every ``*.toml`` pack of ``folder``; entries keep their ids

@@ -5,14 +5,12 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Header, Query, Request
-from sqlmodel import col, select
 
 from orchestrator.db import Database
 from orchestrator.deps import Reader, Reviewer, SessionDep
 from orchestrator.engine.launch import start_segment
 from orchestrator.reviews import lessons
 from orchestrator.reviews.service import ReviewService
-from orchestrator.tables import Lesson
 from shared.orchestration import (
     ClaimRequest,
     DecisionRequest,
@@ -113,14 +111,9 @@ def list_lessons(
     scope: Annotated[str | None, Query(max_length=100)] = None,
     include_retired: bool = False,
 ) -> list[LessonPublic]:
-    """Lessons reviewers kept, newest first, with how often runs used them."""
-    query = select(Lesson)
-    if scope is not None:
-        query = query.where(col(Lesson.scope) == scope)
-    if not include_retired:
-        query = query.where(col(Lesson.retired).is_(False))
-    rows = session.exec(query.order_by(col(Lesson.created_at).desc()).limit(500))
-    return [lessons.public(lesson) for lesson in rows]
+    """Lessons reviewers kept, newest first, with how often runs used them (the knowledge
+    entries of kind `lesson`, also listed by `GET /v1/knowledge?kind=lesson`)."""
+    return lessons.listed(session, scope, include_retired)
 
 
 @lessons_router.post("/{lesson_id}/retire", response_model=LessonPublic)

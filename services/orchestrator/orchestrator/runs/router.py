@@ -145,7 +145,8 @@ async def create_run(
     except IntegrityError:
         # Two requests raced with one key: the loser replays the winner's run.
         run, created = await db.run(lambda s: service.create(s, caller, body, idempotency_key))
-    request.app.state.hub.notify()
+    # only a new run appended an event (run.created): wake only the feeds that follow it
+    request.app.state.hub.notify({"run.created"} if created else ())
     if created:
         await start_run(run.id)
     wait = prefer_wait(request.headers.getlist("prefer"))
@@ -187,9 +188,13 @@ def list_runs(
 
 
 @router.get("/{run_id}", response_model=RunPublic)
-def get_run(run_id: str, caller: Reader, session: SessionDep) -> RunPublic:
+async def get_run(run_id: str, caller: Reader, request: Request) -> Response:
     """A run with every round, its reflections and its usage."""
-    return service.get(session, run_id, caller)
+    # A run with long outputs is hundreds of kilobytes of JSON: it is read, built and
+    # serialised on a reader thread in one hop, and the event loop only sends the bytes.
+    db: Database = request.app.state.db
+    body = await db.read(lambda s: service.get(s, run_id, caller).model_dump_json())
+    return Response(body, media_type="application/json")
 
 
 @router.post("/{run_id}/cancel", response_model=RunCreated, status_code=status.HTTP_202_ACCEPTED)

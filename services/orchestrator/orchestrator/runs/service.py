@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, or_, select
 
 from orchestrator.auth.service import Principal
-from orchestrator.engine import records
+from orchestrator.engine import records, store
 from orchestrator.engine.policy import Stop
 from orchestrator.events.repository import append_event
 from orchestrator.tables import ModelCall, ReviewItem, Run, new_id, utcnow
@@ -85,10 +85,15 @@ def load_visible(session: Session, principal: Principal, run_id: str) -> Run:
 
 def request_hash(body: RunCreate) -> str:
     # Without a callback_url the hash is what it was before the field existed.
-    skip = {"callback_url"} if body.callback_url is None else None
+    skip = {"callback_url"} if body.callback_url is None else set()
+    if not body.locked:
+        skip.add("locked")
     return hashlib.sha256(
         json.dumps(body.model_dump(mode="json", exclude=skip), sort_keys=True).encode()
     ).hexdigest()
+
+
+_INSERT_RUN = store.RUNS.insert()
 
 
 class RunService:
@@ -131,9 +136,13 @@ class RunService:
             created_by=principal.id,
             tags=body.tags,
             callback_url=body.callback_url,
+            locked=body.locked or None,
         )
-        session.add(run)
-        append_event(session, run.id, "run.created", {"status": run.status, "kind": run.kind})
+        # Core, not the ORM: the row and its event as two plain INSERTs (the unit of work
+        # cost more than the SQL on every run's creation). The run stays detached.
+        row = run.model_dump(exclude={"seq"})
+        session.connection().execute(_INSERT_RUN, row)
+        store.append_event(session, run.id, "run.created", {"status": run.status, "kind": run.kind})
         return run, True
 
     def get(self, session: Session, run_id: str, principal: Principal | None = None) -> RunPublic:
@@ -165,8 +174,10 @@ class RunService:
             finished_at=run.finished_at,
             tags=run.tags or [],
             lessons_used=run.lessons_used or [],
+            actor_knowledge=run.actor_knowledge or [],
             binding_points=run.binding_points or [],
             human_rounds=run.human_rounds,
+            locked=run.locked or [],
             rounds=[
                 RoundPublic(
                     number=r.number,
@@ -181,6 +192,14 @@ class RunService:
                     usage={"actor": r.actor_usage, "critic": r.critic_usage},
                     provenance=r.provenance,
                     responses=r.responses or [],
+                    actor_knowledge=r.actor_knowledge or [],
+                    reverted_hunks=r.reverted_hunks or [],
+                    over_correction=r.over_correction,
+                    drafts=r.drafts or [],
+                    sections=r.sections or [],
+                    search_queries=r.search_queries or [],
+                    research=r.research,
+                    citations=r.citations,
                 )
                 for r in rounds
             ],

@@ -140,6 +140,8 @@ class StatsService:
                 .order_by(col(Run.rounds))
             )
         ]
+        # a round's adoption: the share of the previous critique's issues its revision
+        # answered `applied` and the critique did not raise again (engine/discipline.py)
         mean, samples = session.exec(
             select(func.avg(Round.adoption), func.count(col(Round.adoption)))
             .join(Run, col(Run.id) == col(Round.run_id))
@@ -186,9 +188,11 @@ class StatsService:
         decided.close()
 
         reflection = self._reflection(session, recent)
+        guarded = self._over_corrections(session, recent)
         adoption = round(float(mean), 6) if samples else None
         return StatsPublic(
             **reflection,
+            **guarded,
             adoption_in_band=None
             if adoption is None
             else ADOPTION_BAND[0] <= adoption <= ADOPTION_BAND[1],
@@ -217,6 +221,26 @@ class StatsService:
                 for (provider, profile), (total, agreed) in sorted(agreement.items())
             ],
         )
+
+    @staticmethod
+    def _over_corrections(session: Session, recent: list[Any]) -> dict[str, Any]:
+        """The over-correction rate: revised rounds the guard rolled back at least once."""
+        revisions = guarded = 0
+        rows = session.exec(  # JSON null and SQL NULL both read as None
+            select(Round.over_correction)
+            .join(Run, col(Run.id) == col(Round.run_id))
+            .where(col(Round.number) > 1, col(Round.provenance) == "actor", *recent),
+            execution_options=_STREAM,
+        )
+        for record in rows:
+            revisions += 1
+            guarded += int(record is not None)
+        rows.close()
+        return {
+            "revisions": int(revisions),
+            "over_corrections": int(guarded),
+            "over_correction_rate": round(guarded / revisions, 6) if revisions else None,
+        }
 
     @staticmethod
     def _reflection(session: Session, recent: list[Any]) -> dict[str, Any]:

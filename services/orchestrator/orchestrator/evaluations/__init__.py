@@ -1,0 +1,1 @@
+"""Evaluation summaries ``crosscheck eval`` publishes: ``/v1/evaluations``."""

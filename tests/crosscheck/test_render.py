@@ -1,0 +1,94 @@
+"""`crosscheck show` prints what the loop did around each version: the Actor's answers, the
+diff lock, the over-correction guard, best-of-N, sections, research and citations."""
+
+from datetime import UTC, datetime
+
+from rich.console import Console
+
+from crosscheck.render import render_show
+from shared.orchestration import RunPublic, Trajectory
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC).isoformat()
+
+
+def shown(*rounds: dict) -> str:
+    run = RunPublic.model_validate(
+        {
+            "id": "run_1",
+            "status": "succeeded",
+            "kind": "text",
+            "task": "When did the Golden Gate Bridge open?",
+            "evaluator": "none",
+            "policy": {},
+            "created_at": NOW,
+            "updated_at": NOW,
+            "final_round": len(rounds),
+            "rounds": [{"output_hash": "h", "output": "text", **r} for r in rounds],
+        }
+    )
+    console = Console(record=True, width=120, color_system=None)
+    render_show(console, run, Trajectory(run_id="run_1", task=run.task, calls=[]), full=True)
+    return console.export_text()
+
+
+def test_research_and_citations_are_listed_with_their_sources() -> None:
+    out = shown(
+        {
+            "number": 1,
+            "drafts": [{"index": 0, "chosen": False}, {"index": 1, "chosen": True}],
+            "research": {
+                "status": "degraded",
+                "queries": ["golden gate opening"],
+                "evidence": [{"n": 1, "title": "Golden Gate", "url": "file:///docs/gg.md"}],
+                "failed_queries": [{"query": "bridge toll 1937", "reason": "backend down"}],
+            },
+        },
+        {
+            "number": 2,
+            "responses": [
+                {"issue": "i1", "action": "applied"},
+                {"issue": "i2", "action": "declined", "reason": "the task fixes the date"},
+            ],
+            "reverted_hunks": [{"line": 3}, {"line": 7}],
+            "over_correction": {"reason": "tests_broke", "rollbacks": 1, "kept": "retry"},
+            "sections": [{"index": 0, "flagged": True}, {"index": 1, "flagged": False}],
+            "citations": {
+                "ok": False,
+                "cited": [1, 2],
+                "problems": [{"kind": "unknown_number", "message": "[2] has no reference"}],
+            },
+        },
+    )
+    assert "best of 2 drafts, kept draft 2" in out
+    assert "research  degraded  1 source" in out
+    assert "[1] Golden Gate file:///docs/gg.md" in out
+    assert "failed: bridge toll 1937 (backend down)" in out
+    assert "answers  1 applied, 1 declined" in out
+    assert "declined i2: the task fixes the date" in out
+    assert "diff lock reverted 2 hunks" in out
+    assert "over-correction: tests_broke, 1 rollback(s), kept retry" in out
+    assert "2 sections, 1 flagged" in out
+    assert "citations invalid" in out
+    assert "- [2] has no reference" in out
+
+
+def test_a_plain_round_shows_none_of_it_and_valid_citations_say_ok() -> None:
+    plain = shown({"number": 1})
+    for word in ("research", "citations", "answers", "diff lock", "drafts", "sections"):
+        assert word not in plain
+    ok = shown({"number": 1, "citations": {"ok": True, "cited": [1], "problems": []}})
+    assert "citations ok [1]" in ok
+
+
+def test_untrusted_titles_are_printed_as_text_not_markup() -> None:
+    out = shown(
+        {
+            "number": 1,
+            "research": {
+                "status": "ok",
+                "evidence": [{"n": 1, "title": "[bold red]boom[/]", "url": "https://x.test/"}],
+                "failed_queries": [],
+            },
+        }
+    )
+    assert "[bold red]boom[/]" in out
