@@ -18,12 +18,13 @@ from typing import Any
 import httpx
 import pytest
 
+from crosscheck.launcher import PORT_PREFIXES
 from tests.support.fakemodel import FakeModel
 from tests.support.servers import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 TESTS = (REPO / "examples" / "primes_tests.py").read_text()
-PREFIXES = ("ACTOR", "CRITIC", "SANDBOX", "FAKEMODEL", "ORCHESTRATOR", "CONSOLE")
+PREFIXES = PORT_PREFIXES
 RUNS_PER_KILL = 3
 LATENCY_MS = 300
 # the fake model first: its request log (what the model was asked) starts again when it does
@@ -114,6 +115,15 @@ def in_flight(fake: FakeModel) -> int:
     return sum(1 for call in fake.requests() if call["status"] is None)
 
 
+def wait_in_flight(fake: FakeModel, timeout_s: float = 30) -> None:
+    """Until a model call is in flight (the runs just created have reached the model)."""
+    deadline = time.monotonic() + timeout_s
+    while in_flight(fake) == 0:
+        assert time.monotonic() < deadline, "no model call started within 30 s"
+        time.sleep(0.05)
+    time.sleep(0.1)  # and a little more: calls of several runs overlap
+
+
 def wait_restarted(platform: Platform, name: str, restarts: int, timeout_s: float = 60) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -158,10 +168,15 @@ def test_kill_9_of_any_one_service_heals_and_no_finished_call_is_billed_twice(pl
             )
             assert created.status_code == 201, created.text
             run_ids.append(created.json()["id"])
-        time.sleep(0.5)  # calls are in flight
-        cut_off = in_flight(platform.fake)
         service = platform.state()[victim]
+        wait_in_flight(platform.fake)
+        # Calls unanswered around the kill may be repeated (the model finished one the caller
+        # never recorded); the log is read just before and just after it, as a call can start
+        # in between.
+        cut_off = in_flight(platform.fake)
         os.kill(service["pid"], signal.SIGKILL)
+        if victim != "fakemodel":  # a dead model server has no log to read
+            cut_off = max(cut_off, in_flight(platform.fake))
         wait_restarted(platform, victim, service["restarts"] + 1)
         if victim == "fakemodel":
             platform.fake.latency(LATENCY_MS)  # a new process: its settings start again
