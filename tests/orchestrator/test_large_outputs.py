@@ -147,7 +147,7 @@ async def watch(api, run_id: str, latencies: list[float]) -> dict:
         assert response.status_code == 200, response.text
         if path != "/healthz" and response.json()["status"] in FINAL:
             return response.json()
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.005)
 
 
 async def test_a_50kb_output_revised_twice_keeps_the_api_answering(api, fake_model):
@@ -194,7 +194,7 @@ async def test_a_50kb_output_revised_twice_keeps_the_api_answering(api, fake_mod
         [False, False, True, False],
         [False, False, True, False],
     ]
-    assert len(latencies) > 10
+    assert len(latencies) >= 10  # a fast machine finishes the run in about half a second
     # Nothing blocks the loop: no callback holds its thread for 100 ms of CPU, and nine in ten
     # requests of the other client are answered within 100 ms. (Run among the parallel suite on
     # 2 cores, the slowest of ~100 requests reached 140 ms while the loop's worst callback took
