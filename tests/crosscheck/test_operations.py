@@ -70,6 +70,8 @@ class Platform:
             base_url=credentials["CROSSCHECK_URL"],
             headers={"Authorization": f"Bearer {credentials['CROSSCHECK_TOKEN']}"},
             timeout=10,
+            # no idle keep-alive: the server may close one just as the test reuses it
+            limits=httpx.Limits(max_keepalive_connections=0),
         )
 
     def output(self) -> str:

@@ -14,7 +14,11 @@ class FakeModel:
         self.url = url
         self.openai_base_url = f"{url}/v1"
         self.anthropic_base_url = url
-        self._http = httpx.Client(base_url=url, timeout=10)
+        # No idle keep-alive: the server closes a connection idle for 5 s, and a test that
+        # reuses it just then gets "server disconnected" (RemoteProtocolError).
+        self._http = httpx.Client(
+            base_url=url, timeout=10, limits=httpx.Limits(max_keepalive_connections=0)
+        )
 
     def reset(self) -> None:
         self._http.post("/_control/reset").raise_for_status()
