@@ -417,3 +417,67 @@ class TestEmbeddings:
         assert "knowledge embeddings unavailable: ranking by the text index alone" in [
             entry["event"] for entry in logs
         ]
+
+
+class TestReRunSteps:
+    """A step cut off after its peer answered runs again on recovery with the same
+    idempotency key; the peer replays its answer only for a byte-identical request. An entry
+    edited in between must not change what the re-run sends: each run keeps the entries its
+    calls received, content included."""
+
+    async def test_a_re_run_critique_after_an_entry_was_edited_still_gets_its_verdict(
+        self, api, fake_model
+    ):
+        from orchestrator.engine.steps import critique
+
+        tides = (
+            await api.post(
+                "/v1/knowledge",
+                json={
+                    "kind": "rule_anchor",
+                    "title": "Tides follow the Moon",
+                    "body": "Two tides a day: the Moon's gravity and the Earth's rotation.",
+                },
+            )
+        ).json()
+        run_id = await start(
+            api, task="Explain tides.", policy={"max_rounds": 1, "review": "before_critique"}
+        )
+        await wait_for(api, run_id, statuses={"awaiting_review"})
+        fake_model.script({"stage": "critique", "response": PASS})
+        first = await critique(run_id, 1, None, None)
+        edited = await api.patch(
+            f"/v1/knowledge/{tides['id']}",
+            json={"body": "Tides: the Moon and, less, the Sun."},
+        )
+        assert edited.status_code == 200, edited.text
+        again = await critique(run_id, 1, None, None)  # the re-run: same key, same body
+        assert again["verdict"] == first["verdict"] == "pass"
+        calls = [c for c in fake_model.requests() if c["stage"] == "critique"]
+        assert len(calls) == 1  # the Critic replayed its answer: billed once
+        assert "the Moon's gravity" in user_text(calls[0])
+
+    async def test_a_re_run_draft_after_an_entry_was_edited_still_gets_its_answer(
+        self, api, fake_model
+    ):
+        from orchestrator.engine.steps import act
+
+        lesson = (
+            await api.post(
+                "/v1/knowledge",
+                json={"kind": "lesson", "title": "Neap tides", "body": "Mention neap tides."},
+            )
+        ).json()
+        run_id = await start(
+            api, task="Explain the tides.", policy={"max_rounds": 1, "review": "before_critique"}
+        )
+        await wait_for(api, run_id, statuses={"awaiting_review"})
+        edited = await api.patch(
+            f"/v1/knowledge/{lesson['id']}", json={"body": "Mention spring tides."}
+        )
+        assert edited.status_code == 200, edited.text
+        again = await act(run_id, 1, "draft", 1, [])  # the re-run of the draft step
+        assert again.get("stop") is None, again
+        drafts = [c for c in fake_model.requests() if c["stage"] == "draft"]
+        assert len(drafts) == 1  # the Actor replayed its answer
+        assert "Mention neap tides." in user_text(drafts[0])

@@ -91,6 +91,11 @@ class Run(SQLModel, table=True):
     # The knowledge entries the Actor receives on every call of this run: chosen once, at the
     # draft (before the call), so a replayed step and every revision get the same ones.
     actor_knowledge: list[str] | None = json_column()
+    # What the Actor's and the Critic's calls of this run receive of those entries, content
+    # included, kept from the first call: a step re-run after a crash sends its peer the same
+    # request (the peer replays its answer only then), whatever was edited meanwhile.
+    actor_notes: list[dict[str, Any]] | None = json_column()
+    critic_notes: list[dict[str, Any]] | None = json_column()
     tags: list[str] | None = json_column()
     # A reviewer's open points: every revision must apply them until the Critic finds all
     # satisfied; ``binding_attempts`` counts the revisions that missed one.

@@ -704,12 +704,8 @@ def _critique_request(
         binding_points=run.binding_points or [],
         profile=policy.profile,
         depth=policy.depth,
-        knowledge=rt.knowledge.relevant(
-            session,
-            run.task,
-            profile_for(policy.profile, TaskKind(run.kind)),
-            run.tags or [],
-            vector,
+        knowledge=rt.knowledge.for_critic(
+            session, run, profile_for(policy.profile, TaskKind(run.kind)), vector
         ),
         declined=declined or [],
     )

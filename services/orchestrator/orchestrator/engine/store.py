@@ -53,6 +53,8 @@ _RUN_COLUMNS = (
     RUNS.c.cost_usd,
     RUNS.c.lessons_used,
     RUNS.c.actor_knowledge,
+    RUNS.c.actor_notes,
+    RUNS.c.critic_notes,
     RUNS.c.tags,
     RUNS.c.binding_points,
     RUNS.c.binding_attempts,
@@ -80,6 +82,8 @@ class RunState:
     cost_usd: float
     lessons_used: list[str] | None
     actor_knowledge: list[str] | None
+    actor_notes: list[dict[str, Any]] | None
+    critic_notes: list[dict[str, Any]] | None
     tags: list[str] | None
     binding_points: list[str] | None
     binding_attempts: int

@@ -146,6 +146,8 @@ class KnowledgeService:
         if self.vectors is None:
             return None
         run = await db.read(lambda s: store.load_run(s, run_id))
+        if run.critic_notes is not None:  # chosen at the run's first critique
+            return None
         return await self.vectors.query(db, run.task)
 
     async def actor_vector(self, db: Database, run_id: str, stage: str) -> list[float] | None:
@@ -170,7 +172,11 @@ class KnowledgeService:
         Chosen once, at the draft, and kept on the run (``actor_knowledge``; the lessons
         among them also in ``lessons_used``, and each entry's ``uses`` counts the run) before
         the Actor is called, so a replayed step and every revision get the same entries.
-        A run that chose lessons before knowledge existed keeps those."""
+        A run that chose lessons before knowledge existed keeps those. Their content is kept
+        on the run from the first call (``actor_notes``): an entry edited later reaches later
+        runs, never a re-run of this one's steps."""
+        if run.actor_notes is not None:
+            return [KnowledgeNote.model_validate(n) for n in run.actor_notes]
         chosen = run.actor_knowledge
         if chosen is None and run.lessons_used is None and stage == "draft":
             policy = Policy.model_validate(run.policy)
@@ -188,7 +194,26 @@ class KnowledgeService:
                 store.RunChanges({"actor_knowledge": chosen, "lessons_used": lessons}),
             )
         notes = self.notes(session, chosen if chosen is not None else run.lessons_used or [])
-        return sorted(notes, key=lambda n: n.kind is not KnowledgeKind.lesson)
+        notes.sort(key=lambda n: n.kind is not KnowledgeKind.lesson)
+        store.update_run(session, run, store.RunChanges({"actor_notes": _kept(notes)}))
+        return notes
+
+    def for_critic(
+        self,
+        session: Session,
+        run: store.RunState,
+        profile: str | None,
+        vector: list[float] | None = None,
+    ) -> list[KnowledgeNote]:
+        """The entries every Critic call of this run receives: the relevant ones at its
+        first critique, kept on the run with their content (``critic_notes``), so a re-run
+        step sends the Critic the same request and every round is judged with the same
+        knowledge; an entry edited later reaches later runs."""
+        if run.critic_notes is not None:
+            return [KnowledgeNote.model_validate(n) for n in run.critic_notes]
+        notes = self.relevant(session, run.task, profile, run.tags or [], vector)
+        store.update_run(session, run, store.RunChanges({"critic_notes": _kept(notes)}))
+        return notes
 
     def notes(self, session: Session, ids: list[str]) -> list[KnowledgeNote]:
         """These entries (retired ones too: a run keeps what it chose), in this order."""
@@ -412,3 +437,7 @@ def read_pack(path: Path) -> list[KnowledgeEntry]:
         )
         for e in pack.entries
     ]
+
+
+def _kept(notes: list[KnowledgeNote]) -> list[dict[str, object]]:
+    return [n.model_dump(mode="json") for n in notes]
