@@ -19,6 +19,7 @@ from orchestrator.engine.launch import start_run
 from orchestrator.evaluators.schema import check_schema
 from orchestrator.events.hub import EventHub
 from orchestrator.runs.service import MAX_PAGE, MAX_QUERY, RunService
+from shared.aio import wait_until_set
 from shared.orchestration import (
     FINAL_STATUSES,
     RunCreate,
@@ -94,10 +95,7 @@ async def wait_for_outcome(
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return current
-            try:
-                await asyncio.wait_for(waiter.wait(), timeout=min(remaining, hub.poll_s))
-            except TimeoutError:
-                pass
+            await wait_until_set(waiter, min(remaining, hub.poll_s))
     finally:
         hub.unsubscribe(waiter)
 

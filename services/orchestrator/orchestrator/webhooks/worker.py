@@ -33,6 +33,7 @@ from orchestrator.settings import OrchestratorSettings
 from orchestrator.tables import utcnow
 from orchestrator.webhooks import outbox
 from orchestrator.webhooks.secrets import SecretBox
+from shared.aio import wait_until_set
 from shared.logging import get_logger
 from shared.orchestration import DeliveryStatus, webhook_secret_bytes
 
@@ -118,10 +119,7 @@ class DeliveryWorker:
                 raise
             except Exception as exc:  # the database is away for a moment: try again
                 log.warning("webhook worker error", error=type(exc).__name__)
-            try:
-                await asyncio.wait_for(self._event.wait(), timeout=self._settings.webhook_poll_s)
-            except TimeoutError:
-                pass
+            await wait_until_set(self._event, self._settings.webhook_poll_s)
 
     async def aclose(self) -> None:
         """Stop sending; what was in flight is due again at once (here or on a replica)."""
