@@ -13,6 +13,7 @@ from structlog.testing import capture_logs
 from fakemodel.embeddings import embed
 from orchestrator.app import create_app
 from orchestrator.db import session_scope
+from orchestrator.engine.steps import act, critique
 from orchestrator.knowledge.embeddings import cosine, entry_text
 from orchestrator.knowledge.service import PackError
 from orchestrator.tables import KnowledgeEntry
@@ -28,6 +29,13 @@ ENTRY = {
     "qualified electronic signature was used before calling it invalid.",
     "profiles": ["legal"],
 }
+
+TIDES = {
+    "kind": "rule_anchor",
+    "title": "Tides follow the Moon",
+    "body": "Two tides a day: the Moon's gravity and the Earth's rotation.",
+}
+NEAP_TIDES = {"kind": "lesson", "title": "Neap tides", "body": "Mention neap tides."}
 
 
 class TestApi:
@@ -172,16 +180,7 @@ class TestThreshold:
 
 class TestTheCriticReceivesThem:
     async def test_a_critique_gets_and_records_the_relevant_entries(self, api, fake_model):
-        tides = (
-            await api.post(
-                "/v1/knowledge",
-                json={
-                    "kind": "rule_anchor",
-                    "title": "Tides follow the Moon",
-                    "body": "Two tides a day: the Moon's gravity and the Earth's rotation.",
-                },
-            )
-        ).json()
+        tides = (await api.post("/v1/knowledge", json=TIDES)).json()
         legal = (await api.post("/v1/knowledge", json={**ENTRY, "body": "Tides law."})).json()
         run = await wait_for(api, await start(api, task="Explain tides.", policy={"max_rounds": 1}))
         critique = run["rounds"][0]["critique"]
@@ -252,22 +251,8 @@ class TestTheActorReceivesThem:
     async def test_every_actor_call_gets_the_entries_chosen_at_the_draft_and_records_them(
         self, api, fake_model
     ):
-        tides = (
-            await api.post(
-                "/v1/knowledge",
-                json={
-                    "kind": "rule_anchor",
-                    "title": "Tides follow the Moon",
-                    "body": "Two tides a day: the Moon's gravity and the Earth's rotation.",
-                },
-            )
-        ).json()
-        lesson = (
-            await api.post(
-                "/v1/knowledge",
-                json={"kind": "lesson", "title": "Neap tides", "body": "Mention neap tides."},
-            )
-        ).json()
+        tides = (await api.post("/v1/knowledge", json=TIDES)).json()
+        lesson = (await api.post("/v1/knowledge", json=NEAP_TIDES)).json()
         fake_model.script(
             {"stage": "critique", "response": scripted(verdict="revise")},
             {"stage": "critique", "response": PASS},
@@ -428,18 +413,7 @@ class TestReRunSteps:
     async def test_a_re_run_critique_after_an_entry_was_edited_still_gets_its_verdict(
         self, api, fake_model
     ):
-        from orchestrator.engine.steps import critique
-
-        tides = (
-            await api.post(
-                "/v1/knowledge",
-                json={
-                    "kind": "rule_anchor",
-                    "title": "Tides follow the Moon",
-                    "body": "Two tides a day: the Moon's gravity and the Earth's rotation.",
-                },
-            )
-        ).json()
+        tides = (await api.post("/v1/knowledge", json=TIDES)).json()
         run_id = await start(
             api, task="Explain tides.", policy={"max_rounds": 1, "review": "before_critique"}
         )
@@ -460,14 +434,7 @@ class TestReRunSteps:
     async def test_a_re_run_draft_after_an_entry_was_edited_still_gets_its_answer(
         self, api, fake_model
     ):
-        from orchestrator.engine.steps import act
-
-        lesson = (
-            await api.post(
-                "/v1/knowledge",
-                json={"kind": "lesson", "title": "Neap tides", "body": "Mention neap tides."},
-            )
-        ).json()
+        lesson = (await api.post("/v1/knowledge", json=NEAP_TIDES)).json()
         run_id = await start(
             api, task="Explain the tides.", policy={"max_rounds": 1, "review": "before_critique"}
         )
