@@ -32,6 +32,7 @@ from crosscheck.launcher import (
     tail,
     write_credentials,
 )
+from crosscheck.options import TokenOption, UrlOption
 from shared.contracts import TaskKind
 from shared.orchestration import (
     AccountCreate,
@@ -246,23 +247,6 @@ def _responds(url: str) -> bool:
 
 # ------------------------------------------------------------------ run and show
 
-UrlOption = Annotated[
-    str | None,
-    typer.Option(
-        "--url",
-        help="Orchestrator URL. Default: CROSSCHECK_URL, else var/crosscheck.env, "
-        "else http://127.0.0.1:8000.",
-        show_default=False,
-    ),
-]
-TokenOption = Annotated[
-    str | None,
-    typer.Option(
-        "--token",
-        help="API token. Default: CROSSCHECK_TOKEN, else var/crosscheck.env.",
-        show_default=False,
-    ),
-]
 EXIT_CODES = {
     RunStatus.succeeded: 0,
     RunStatus.escalated: 2,

@@ -24,6 +24,7 @@ from crosscheck.eval import publish, report
 from crosscheck.eval.harness import MODES, Harness, Mode, ModeMismatch, Outcome, SandboxScorer
 from crosscheck.eval.scoring import Judge, JudgeError, judge_config
 from crosscheck.eval.sets import EvalSetError, Item, SetName, load
+from crosscheck.options import TokenOption, UrlOption
 
 console = Console()
 err_console = Console(stderr=True, highlight=False)
@@ -71,23 +72,6 @@ OutOption = Annotated[
 ]
 TimeoutOption = Annotated[
     float, typer.Option(min=1.0, help="Seconds one run may take before it counts as failed.")
-]
-UrlOption = Annotated[
-    str | None,
-    typer.Option(
-        "--url",
-        help="Orchestrator URL. Default: CROSSCHECK_URL, else var/crosscheck.env, "
-        "else http://127.0.0.1:8000.",
-        show_default=False,
-    ),
-]
-TokenOption = Annotated[
-    str | None,
-    typer.Option(
-        "--token",
-        help="API token. Default: CROSSCHECK_TOKEN, else var/crosscheck.env.",
-        show_default=False,
-    ),
 ]
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Print the results as JSON instead of the table.")
