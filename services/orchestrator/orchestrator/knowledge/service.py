@@ -177,6 +177,7 @@ class KnowledgeService:
         runs, never a re-run of this one's steps."""
         if run.actor_notes is not None:
             return [KnowledgeNote.model_validate(n) for n in run.actor_notes]
+        changes = store.RunChanges({})
         chosen = run.actor_knowledge
         if chosen is None and run.lessons_used is None and stage == "draft":
             policy = Policy.model_validate(run.policy)
@@ -188,14 +189,11 @@ class KnowledgeService:
             session.flush()
             chosen = [entry.id for entry, _ in ranked]
             lessons = [entry.id for entry, _ in ranked if entry.kind == KnowledgeKind.lesson]
-            store.update_run(
-                session,
-                run,
-                store.RunChanges({"actor_knowledge": chosen, "lessons_used": lessons}),
-            )
+            changes.values.update(actor_knowledge=chosen, lessons_used=lessons)
         notes = self.notes(session, chosen if chosen is not None else run.lessons_used or [])
         notes.sort(key=lambda n: n.kind is not KnowledgeKind.lesson)
-        store.update_run(session, run, store.RunChanges({"actor_notes": _kept(notes)}))
+        changes.values["actor_notes"] = _kept(notes)
+        store.update_run(session, run, changes)  # one UPDATE
         return notes
 
     def for_critic(
