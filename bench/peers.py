@@ -12,6 +12,9 @@ through its control API).
   P2  LangGraph orchestrating Crosscheck's services: the same graph; its nodes send the
       orchestrator's exact requests to the Actor and Critic over HTTP, through the
       orchestrator's own peer clients (orchestrator.peers.http); AsyncSqliteSaver (WAL).
+  P0  The calls alone: P2's six service calls in a plain loop, no framework and no
+      checkpoint. Not an orchestrator: the floor that P2 and X both pay, so that P2 - P0
+      is what LangGraph itself costs and X - P0 what Crosscheck's orchestration costs.
   X   Crosscheck: the real orchestrator (DBOS, read model, events) + Actor + Critic, driven
       by bench.reflection_loop's Driver (POST /v1/runs, wait for run.finished).
 
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -62,8 +66,10 @@ DEMO_MODEL = "scripted-demo"  # what Crosscheck's services send when the demo mo
 MAX_TOKENS = 4096  # Crosscheck's max_output_tokens default
 ACTOR_TEMPERATURE = {"draft": 0.7, "revise": 0.4}  # the Actor's defaults
 CRITIC_TEMPERATURE = 0.2  # the Critic's default
-SYSTEMS = ("p1", "p2", "x", "xpg")
+SYSTEMS = ("p0", "p1", "p2", "x", "xpg")
+ORCHESTRATING = ("plain loop", "langgraph", "orchestrator")  # the process that makes the calls
 LABELS = {
+    "p0": "P0 the calls alone",
     "p1": "P1 LangGraph + SDK",
     "p2": "P2 LangGraph -> Crosscheck services",
     "x": "X Crosscheck",
@@ -380,6 +386,17 @@ class ServiceNodes:
             await peer.aclose()
 
 
+async def plain_loop(nodes: SdkNodes | ServiceNodes, state: RunState) -> dict[str, Any]:
+    """P0: the graph's nodes called in order by hand, without LangGraph or a checkpoint."""
+    current: dict[str, Any] = dict(state)
+    current.update(await nodes.draft(state))
+    while True:
+        current.update(await nodes.critique(current))  # type: ignore[arg-type]
+        if route(current) == "end":  # type: ignore[arg-type]
+            return current
+        current.update(await nodes.revise(current))  # type: ignore[arg-type]
+
+
 def build_graph(nodes: SdkNodes | ServiceNodes, checkpointer: Any) -> Any:
     from langgraph.graph import END, START, StateGraph
 
@@ -411,8 +428,6 @@ def check_final(state: dict[str, Any]) -> str:
 
 
 async def worker_main(args: argparse.Namespace) -> None:
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
     if args.worker == "p1":
         nodes: SdkNodes | ServiceNodes = SdkNodes(args.fake_url, args.api_key)
     else:
@@ -423,24 +438,37 @@ async def worker_main(args: argparse.Namespace) -> None:
     if args.lg_durability != "default":
         invoke_kwargs["durability"] = args.lg_durability
 
-    async with AsyncSqliteSaver.from_conn_string(args.db) as saver:
-        await saver.setup()  # WAL, as AsyncSqliteSaver sets it
-        if args.lg_synchronous != "untouched":
-            await saver.conn.execute(f"PRAGMA synchronous={args.lg_synchronous}")
-        async with saver.conn.execute("PRAGMA journal_mode") as cursor:
-            journal = tuple(await cursor.fetchone() or ("?",))[0]
-        async with saver.conn.execute("PRAGMA synchronous") as cursor:
-            synchronous = tuple(await cursor.fetchone() or ("?",))[0]
-        app = build_graph(nodes, saver)
+    async with contextlib.AsyncExitStack() as stack:
+        if args.worker == "p0":
+            plain_nodes = nodes
+            journal = synchronous = "none (no checkpoint)"
+
+            async def invoke(state: RunState, run_id: str) -> dict[str, Any]:
+                return await plain_loop(plain_nodes, state)
+        else:
+            from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+            saver = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(args.db))
+            await saver.setup()  # WAL, as AsyncSqliteSaver sets it
+            if args.lg_synchronous != "untouched":
+                await saver.conn.execute(f"PRAGMA synchronous={args.lg_synchronous}")
+            async with saver.conn.execute("PRAGMA journal_mode") as cursor:
+                journal = tuple(await cursor.fetchone() or ("?",))[0]
+            async with saver.conn.execute("PRAGMA synchronous") as cursor:
+                synchronous = tuple(await cursor.fetchone() or ("?",))[0]
+            app = build_graph(nodes, saver)
+
+            async def invoke(state: RunState, run_id: str) -> dict[str, Any]:
+                final: dict[str, Any] = await app.ainvoke(
+                    state, {"configurable": {"thread_id": run_id}}, **invoke_kwargs
+                )
+                return final
 
         async def one(prefix: str) -> tuple[float, str, dict[str, Any]]:
             run_id = f"{prefix}-{uuid.uuid4().hex}"
             start = time.perf_counter()
-            final = await app.ainvoke(
-                {"run_id": run_id, "task": args.task, "calls": 0, "reflections": []},
-                {"configurable": {"thread_id": run_id}},
-                **invoke_kwargs,
-            )
+            state: RunState = {"run_id": run_id, "task": args.task, "calls": 0, "reflections": []}
+            final = await invoke(state, run_id)
             return time.perf_counter() - start, check_final(final), final
 
         def reply(message: dict[str, Any]) -> None:
@@ -788,17 +816,17 @@ class Bench:
         started = time.perf_counter()
         try:
             crosscheck = system in ("x", "xpg")
-            if crosscheck or system == "p2":
+            if crosscheck or system in ("p0", "p2"):
                 names = ["actor", "critic"] + (["orchestrator"] if crosscheck else [])
                 ports = self.ports.x if crosscheck else self.ports.p2
                 database = self.fresh_database(tag) if system == "xpg" else None
                 supervisor = self.start_services(names, ports, tag, database)
                 procs.update({r.spec.name: r.process.pid for r in supervisor.running})
-            if system in ("p1", "p2"):
+            if system in ("p0", "p1", "p2"):
                 worker = self.start_worker(
                     system, directory / "langgraph.sqlite", directory / "worker.log"
                 )
-                procs["langgraph"] = worker.pid
+                procs["plain loop" if system == "p0" else "langgraph"] = worker.pid
             if crosscheck:
                 result = asyncio.run(self.x_sample(mode, runs, lat, procs))
             else:
@@ -1060,7 +1088,11 @@ def ratio(x: float | None, p: float | None) -> str:
     return f"{x / p:.2f}x"
 
 
-def markdown_table(medians: dict[tuple[str, str], dict[str, Any]], args: argparse.Namespace) -> str:
+def markdown_table(
+    medians: dict[tuple[str, str], dict[str, Any]],
+    args: argparse.Namespace,
+    floors: list[dict[str, Any]] | None = None,
+) -> str:
     def get(system: str, mode: str, key: str, sub: str | None = None) -> float | None:
         row = medians.get((system, mode))
         if row is None:
@@ -1070,24 +1102,25 @@ def markdown_table(medians: dict[tuple[str, str], dict[str, Any]], args: argpars
             value = (value or {}).get(sub)
         return value
 
-    postgres = any(system == "xpg" for system, _ in medians)
-    shown_systems = SYSTEMS if postgres else SYSTEMS[:3]
+    present = {system for system, _ in medians}
+    shown_systems = [s for s in SYSTEMS if s in present]
+    # ratio columns: (numerator, denominator), shown when both systems were measured
+    pairs = [(x, p) for x, p in (("x", "p1"), ("x", "p2"), ("xpg", "p2")) if {x, p} <= present]
     head = " | ".join(LABELS[s] for s in shown_systems)
-    extra = " | X on Postgres/P2" if postgres else ""
+    names = {"x": "X", "xpg": "X on Postgres", "p1": "P1", "p2": "P2"}
+    ratio_head = "".join(f" | {names[x]}/{names[p]}" for x, p in pairs)
     lines = [
-        f"| measurement | {head} | X/P1 | X/P2{extra} |",
-        "|---" * (len(shown_systems) + 3 + bool(postgres)) + "|",
+        f"| measurement | {head}{ratio_head} |",
+        "|---" * (len(shown_systems) + len(pairs) + 1) + "|",
     ]
 
     def add(name: str, mode: str, key: str, sub: str | None = None, fmt: str = "{:.1f}") -> None:
-        values = [get(s, mode, key, sub) for s in shown_systems]
-        if all(v is None for v in values):
+        values = {s: get(s, mode, key, sub) for s in shown_systems}
+        if all(v is None for v in values.values()):
             return
-        shown = " | ".join("-" if v is None else fmt.format(v) for v in values)
-        ratios = f"{ratio(values[2], values[0])} | {ratio(values[2], values[1])}"
-        if postgres:
-            ratios += f" | {ratio(values[3], values[1])}"
-        lines.append(f"| {name} | {shown} | {ratios} |")
+        shown = " | ".join("-" if v is None else fmt.format(v) for v in values.values())
+        ratios = "".join(f" | {ratio(values[x], values[p])}" for x, p in pairs)
+        lines.append(f"| {name} | {shown}{ratios} |")
 
     seq = f"(a) {args.runs} sequential, LAT=0"
     conc = f"(b) {args.concurrency} concurrent, LAT={args.lat:g} s"
@@ -1095,15 +1128,15 @@ def markdown_table(medians: dict[tuple[str, str], dict[str, Any]], args: argpars
     add(f"{seq}: per-run p50 ms", "seq", "p50_ms")
     add(f"{seq}: per-run p99 ms", "seq", "p99_ms")
     add(f"{seq}: CPU ms/run, system total", "seq", "cpu_ms_per_run_system")
-    for proc in ("langgraph", "orchestrator", "actor", "critic", "fakemodel", "client"):
+    for proc in ORCHESTRATING + ("actor", "critic", "fakemodel", "client"):
         add(f"{seq}: CPU ms/run, {proc}", "seq", "cpu_ms_per_run_by_process", proc)
     add(f"{conc}: wall s", "conc", "wall_s", fmt="{:.2f}")
     add(f"{conc}: errors (median)", "conc", "errors", fmt="{:.0f}")
     add(f"{conc}: peak RSS MB, summed", "conc", "peak_rss_mb")
     add(f"{conc}: CPU ms/run, system total", "conc", "cpu_ms_per_run_system")
-    for proc in ("langgraph", "orchestrator", "actor", "critic", "fakemodel", "client"):
+    for proc in ORCHESTRATING + ("actor", "critic", "fakemodel", "client"):
         add(f"{conc}: CPU ms/run, {proc}", "conc", "cpu_ms_per_run_by_process", proc)
-    lines.append("")
+    lines += ["", *above_the_calls(medians, floors or [])]
     lines.append(
         "System total = the system's own processes (LangGraph worker, orchestrator, Actor, "
         "Critic); the shared fake model and X's load-generating client are listed apart. "
@@ -1115,6 +1148,48 @@ def markdown_table(medians: dict[tuple[str, str], dict[str, Any]], args: argpars
         + "."
     )
     return "\n".join(lines)
+
+
+def above_the_calls(
+    medians: dict[tuple[str, str], dict[str, Any]], floors: list[dict[str, Any]]
+) -> list[str]:
+    """The orchestrating process's CPU per run minus P0's (the same calls, no framework):
+    what LangGraph (P2) and Crosscheck's orchestrator (X) cost on top of the calls; and
+    DBOS's own share of X's (a workflow of six steps that do nothing, bench.dbos_floor)."""
+    lines = []
+    for mode, label, key in (("seq", "(a)", "a"), ("conc", "(b)", "b")):
+        floor = medians.get(("p0", mode), {}).get("cpu_ms_per_run_by_process", {}).get("plain loop")
+        if floor is None:
+            continue
+        parts = []
+        for system in ("p2", "x", "xpg"):
+            by_process = medians.get((system, mode), {}).get("cpu_ms_per_run_by_process", {})
+            own = by_process.get("langgraph", by_process.get("orchestrator"))
+            if own is not None:
+                parts.append(f"{LABELS[system]} {own - floor:.1f} ms")
+        lines.append(
+            f"{label} orchestrating process, CPU per run above the calls alone "
+            f"(P0's {floor:.1f} ms): " + ", ".join(parts) + "."
+        )
+        for row in floors:
+            engine = row[f"{key}_cpu_ms_per_workflow"]
+            lines.append(
+                f"{label} of which DBOS alone on {row['database']} (six steps that do nothing, "
+                f"bench.dbos_floor): {engine:.1f} ms; the calls plus DBOS: {floor + engine:.1f} ms."
+            )
+    return [*lines, ""] if lines else []
+
+
+def dbos_floor(args: argparse.Namespace, database_url: str | None) -> dict[str, Any]:
+    """bench.dbos_floor in a process of its own, with this invocation's runs and load."""
+    command = [sys.executable, "-m", "bench.dbos_floor", "--runs", str(args.runs)]
+    command += ["--concurrency", str(args.concurrency), "--lat", str(args.lat)]
+    command += ["--executor-threads", str(args.executor_threads)]
+    if database_url:
+        command += ["--database-url", database_url]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=True)
+    row: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return row
 
 
 def versions() -> dict[str, Any]:
@@ -1161,7 +1236,7 @@ def project_commit(project: Path) -> str | None:
 
 
 def driver_main(args: argparse.Namespace) -> int:
-    chosen = args.systems or ("p1,p2,x,xpg" if args.postgres_url else "p1,p2,x")
+    chosen = args.systems or ("p0,p1,p2,x,xpg" if args.postgres_url else "p0,p1,p2,x")
     systems = [s.strip() for s in chosen.split(",") if s.strip()]
     modes = [m.strip() for m in args.measurements.split(",") if m.strip()]
     for s in systems:
@@ -1231,6 +1306,19 @@ def driver_main(args: argparse.Namespace) -> int:
         bench.stop_all()
         if not args.keep_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
+    floors: list[dict[str, Any]] = []
+    if args.dbos_floor and "p0" in systems:
+        for database_url, wanted in ((None, "x"), (args.postgres_url, "xpg")):
+            if wanted not in systems:
+                continue
+            log(f"DBOS alone ({'Postgres' if database_url else 'SQLite'}) ...")
+            try:
+                floors.append(dbos_floor(args, database_url))
+            except (subprocess.CalledProcessError, ValueError) as exc:
+                failed = True
+                log(f"bench.dbos_floor failed: {exc!r}")
+            else:
+                emit(floors[-1])
     medians = {key: median_row(rows) for key, rows in samples.items()}
     for key in sorted(medians):
         emit(medians[key])
@@ -1239,7 +1327,7 @@ def driver_main(args: argparse.Namespace) -> int:
     emit({"row": "end", "loadavg_end": os.getloadavg()})
     if medians:
         print()  # noqa: T201
-        print(markdown_table(medians, args))  # noqa: T201
+        print(markdown_table(medians, args, floors))  # noqa: T201
         print(  # noqa: T201
             "Model request bodies byte-identical across the systems: "
             + ", ".join(f"{m} {'yes' if ok else 'NO'}" for m, ok in same_prompts.items())
@@ -1279,7 +1367,7 @@ def main() -> int:
     parser.add_argument(
         "--systems",
         default=None,
-        help="any of p1,p2,x,xpg (default p1,p2,x, and xpg with "
+        help="any of p0,p1,p2,x,xpg (default p0,p1,p2,x, and xpg with "
         "--postgres-url); LangGraph keeps its SQLite saver throughout",
     )
     parser.add_argument("--measurements", default="seq,conc", help="any of seq,conc")
@@ -1322,11 +1410,17 @@ def main() -> int:
         default=50,
         help="X runs read back in full from the runs API per sample (all are checked in summary)",
     )
+    parser.add_argument(
+        "--dbos-floor",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also measure DBOS alone (bench.dbos_floor) beside P0, for X and xpg",
+    )
     parser.add_argument("--workdir", default=None, help="parent of the temporary work dir")
     parser.add_argument("--keep-workdir", action="store_true", help="keep databases and logs")
     parser.add_argument("--out", default=None, help="also append the JSON lines to this file")
     # worker-side (internal)
-    parser.add_argument("--worker", choices=["p1", "p2"], help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=["p0", "p1", "p2"], help=argparse.SUPPRESS)
     parser.add_argument("--db", help=argparse.SUPPRESS)
     parser.add_argument("--fake-url", help=argparse.SUPPRESS)
     parser.add_argument("--api-key", help=argparse.SUPPRESS)

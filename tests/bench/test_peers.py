@@ -3,13 +3,15 @@ services' own templates) run a whole loop against the fake model: a template tha
 variable the nodes do not pass breaks this test, not the next `make bench`. LangGraph
 itself is only in the bench dependency group; the nodes do not need it."""
 
-from typing import Any, cast
+import json
+import subprocess
+import sys
 
-from bench.peers import RunState, SdkNodes, route
+from bench.peers import RunState, SdkNodes, above_the_calls, check_final, plain_loop
 from tests.support.factories import OPENAI_KEY
 
 
-async def test_p1_nodes_run_draft_critique_and_revise_to_a_pass(fake_model):
+async def test_the_plain_loop_runs_p1s_nodes_to_a_pass_in_six_calls(fake_model):
     nodes = SdkNodes(fake_model.url, OPENAI_KEY)
     state = RunState(
         run_id="p1",
@@ -17,25 +19,54 @@ async def test_p1_nodes_run_draft_critique_and_revise_to_a_pass(fake_model):
         calls=0,
         reflections=[],
     )
-
-    def then(update: dict[str, Any]) -> RunState:  # what LangGraph does with a node's update
-        return cast(RunState, {**state, **update})
-
     try:
-        state = then(await nodes.draft(state))
-        while True:
-            state = then(await nodes.critique(state))
-            if route(state) == "end":
-                break
-            state = then(await nodes.revise(state))
+        final = await plain_loop(nodes, state)
     finally:
         await nodes.aclose()
-    assert (state["status"], state["stop_reason"], state["round"]) == (
+    assert (final["status"], final["stop_reason"], final["round"]) == (
         "succeeded",
         "critic_pass",
         3,
     )
-    assert state["calls"] == 6
+    assert check_final(final) == "ok"  # the check every system's runs must pass
     stages = [c["stage"] for c in fake_model.requests()]
     assert stages == ["draft", "critique", "revise", "critique", "revise", "critique"]
     assert all(c["status"] == 200 for c in fake_model.requests())
+
+
+def test_the_table_says_what_each_orchestrator_costs_above_the_calls_alone():
+    def median(process: str, cpu: float) -> dict[str, object]:
+        return {"cpu_ms_per_run_by_process": {process: cpu, "actor": 9.0}}
+
+    medians = {
+        ("p0", "seq"): median("plain loop", 7.0),
+        ("p2", "seq"): median("langgraph", 18.0),
+        ("x", "seq"): median("orchestrator", 30.5),
+    }
+    floor = {"database": "sqlite", "a_cpu_ms_per_workflow": 6.5, "b_cpu_ms_per_workflow": 8.0}
+    lines = above_the_calls(medians, [floor])
+    assert "P2 LangGraph -> Crosscheck services 11.0 ms, X Crosscheck 23.5 ms" in lines[0]
+    assert "DBOS alone on sqlite" in lines[1]
+    assert "the calls plus DBOS: 13.5 ms" in lines[1]
+    assert not any(line.startswith("(b)") for line in lines)  # no (b) samples, no (b) line
+    assert above_the_calls({("x", "seq"): median("orchestrator", 30.5)}, [floor]) == []
+
+
+def test_the_dbos_floor_runs_every_workflow_and_prints_its_cpu():
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.dbos_floor", "--runs", "3", "--concurrency", "4"]
+        + ["--lat", "0.01", "--steps", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    row = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (row["database"], row["steps"], row["a_runs"], row["b_concurrency"]) == (
+        "sqlite",
+        2,
+        3,
+        4,
+    )
+    assert row["a_cpu_ms_per_workflow"] > 0
+    assert row["b_cpu_ms_per_workflow"] > 0
