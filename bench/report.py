@@ -131,6 +131,14 @@ def rows_of(module: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if r.get("row") not in SKIPPED_ROWS]
 
 
+def beside_medians(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Figures a benchmark with medians printed once beside them (bench.peers' DBOS alone):
+    a table of their own, since their columns are not the medians'."""
+    if not any(r.get("row") == "median" for r in rows):
+        return []
+    return [r for r in rows if r.get("row") not in SKIPPED_ROWS | {"median", "failed"}]
+
+
 def label(row: dict[str, Any], index: int) -> str:
     """A row's name in a legend: its label (else its system), and what was measured."""
     keys = [k for k in LABEL_KEYS if k in row and _scalar(row[k])]
@@ -241,6 +249,8 @@ def render(doc: dict[str, Any], out: Path) -> Path:
             continue
         lines += table(rows)
         lines.append("")
+        if extra := beside_medians(bench.get("rows", [])):
+            lines += [*table(extra), ""]
         nested = {
             label(r, i): more
             for i, r in enumerate(rows)

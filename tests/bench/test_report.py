@@ -65,3 +65,11 @@ def test_a_legend_names_the_system_and_what_was_measured() -> None:
     assert label({"system": "x", "measurement": "seq"}, 0) == "x seq"
     assert label({"replicas": 2}, 0) == "2"
     assert label({}, 3) == "#4"
+
+
+def test_dbos_alone_gets_a_table_of_its_own_under_the_peers_medians(tmp_path):
+    section = rendered(tmp_path).split("## The loop against its peers")[1].split("\n## ")[0]
+    medians, _, after = section.partition("| database | steps |")
+    assert "| x | seq | Crosscheck |" in medians  # the medians' table comes first
+    assert after.startswith(" a_runs | a_cpu_ms_per_workflow |")
+    assert "| sqlite | 6 | 200 | 6.4 |" in after
