@@ -240,7 +240,8 @@ def render(doc: dict[str, Any], out: Path) -> Path:
         lines += [f"## {TITLES.get(module, module)}", ""]
         lines.append(
             f"`python -m {module}`, {bench.get('started_at', '?')} to "
-            f"{bench.get('finished_at', '?')}, exit code {bench.get('exit_code', '?')}."
+            f"{bench.get('finished_at', '?')}, exit code {bench.get('exit_code', '?')}"
+            + (f", run again alone at commit {bench['commit']}." if bench.get("commit") else ".")
         )
         lines.append("")
         rows = rows_of(module, bench.get("rows", []))
