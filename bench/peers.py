@@ -710,7 +710,7 @@ class Bench:
             "model_request_digests": {k: sorted(v) for k, v in sorted(digests.items())},
         }
 
-    # ------------------------------------------------------------ workers (P1, P2)
+    # ------------------------------------------------------------ workers (P0, P1, P2)
 
     def start_worker(self, system: str, db: Path, log_path: Path) -> subprocess.Popen[str]:
         command = [
