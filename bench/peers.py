@@ -105,9 +105,10 @@ def percentile(values: list[float], q: float) -> float | None:
 
 # =============================================================== the LangGraph side (worker)
 #
-# A worker process holds one compiled graph with an AsyncSqliteSaver and answers commands
-# (JSON lines on stdin): warmup, seq, conc, exit. The driver reads its CPU and peak RSS
-# from /proc around each command, like every other process.
+# A worker process holds one compiled graph with an AsyncSqliteSaver (P1, P2), or for P0 the
+# same nodes called by ``plain_loop`` with no graph and no saver, and answers commands (JSON
+# lines on stdin): warmup, seq, conc, exit. The driver reads its CPU and peak RSS from /proc
+# around each command, like every other process.
 
 TASK_KIND = "text"
 
