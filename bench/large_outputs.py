@@ -5,9 +5,7 @@ versions of about SIZE characters, the Critic passes the third), so every revisi
 compared with the version before it (the convergence and shrink rules read the change
 ratio). Meanwhile a prober asks the orchestrator ``GET /v1/runs/{id}`` every 20 ms and
 records how long each answer took: a comparison that ran on the event loop would hold every
-request behind it. Before that, as many small runs at once as will be measured: the first
-burst after start-up grows the thread and connection pools (one probe at 110-140 ms in every
-cold start tried, none after), which is start-up, not the comparison measured here.
+request behind it.
 
   uv run python -m bench.large_outputs                  # 20 runs at once, 20 KB each
   uv run python -m bench.large_outputs --runs 40 --size 50000
@@ -54,14 +52,6 @@ async def measure(platform: Platform, runs: int, size: int) -> dict[str, Any]:
         httpx.AsyncClient(base_url=platform.url, headers=headers, timeout=120) as client,
         httpx.AsyncClient(base_url=platform.url, headers=headers, timeout=120) as prober,
     ):
-        # warm-up: as many small runs at once as will be measured, through every step the
-        # measured runs take, so the first burst after start-up (threads and connection
-        # pools growing to size) is not in the figures
-        warm = [
-            (await client.post("/v1/runs", json={"task": "Warm up. [bench:3]"})).json()["id"]
-            for _ in range(runs)
-        ]
-        await asyncio.gather(*(finished.wait(run_id) for run_id in warm))
         first = await client.post("/v1/runs", json={"task": "Warm up. [bench:1]"})
         await finished.wait(first.json()["id"])
         stop = asyncio.Event()
