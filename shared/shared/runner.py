@@ -18,13 +18,14 @@ S = TypeVar("S", bound=ServiceSettings)
 
 def freeze_after_startup(app: FastAPI) -> FastAPI:
     """Once the app has started, move every object alive then (modules, classes, the
-    engine, the clients: nearly the whole heap, and none of it ever garbage) out of the
-    cyclic garbage collector's sight with ``gc.freeze()``.
+    engine, the clients: nearly the whole heap, nearly all of it alive until shutdown) out
+    of the cyclic garbage collector's sight with ``gc.freeze()``.
 
     Without it each full collection walks that whole heap, about 100 ms with the
     Orchestrator's imports, holding the interpreter lock: every request waits it out. The
     first came during the first burst of runs after start-up. Garbage made later is still
-    collected; frozen objects are still freed by reference counting when they die."""
+    collected; frozen objects are still freed by reference counting when they die (a frozen
+    object that later ends up in a reference cycle is not: the price of the freeze)."""
     started = app.router.lifespan_context
 
     @asynccontextmanager

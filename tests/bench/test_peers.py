@@ -6,6 +6,7 @@ itself is only in the bench dependency group; the nodes do not need it."""
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from bench.peers import RunState, SdkNodes, above_the_calls, check_final, plain_loop
 from tests.support.factories import OPENAI_KEY
@@ -60,6 +61,7 @@ def test_the_dbos_floor_runs_every_workflow_and_prints_its_cpu():
         text=True,
         timeout=120,
         check=True,
+        cwd=Path(__file__).resolve().parents[2],  # the repository root, where bench/ is
     )
     row = json.loads(done.stdout.strip().splitlines()[-1])
     assert (row["database"], row["steps"], row["a_runs"], row["b_concurrency"]) == (
