@@ -80,6 +80,8 @@ class Run(SQLModel, table=True):
     detail: str | None = None
     final_output: str | None = None
     final_round: int | None = None
+    # which gate let the final version out: critic, evaluator+critic or person (succeeded only)
+    shipped_by: str | None = Field(default=None, max_length=32)
     rounds: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -130,6 +132,7 @@ class Round(SQLModel, table=True):
     responses: list[dict[str, Any]] | None = json_column()  # the Actor's answer to each point
     actor_knowledge: list[str] | None = json_column()  # the entries the Actor's call received
     reverted_hunks: list[dict[str, Any]] | None = json_column()  # what the diff lock undid
+    unlocked_output: str | None = None  # the revision as the Actor wrote it, when locked
     over_correction: dict[str, Any] | None = json_column()  # a revision that broke twice
     drafts: list[dict[str, Any]] | None = json_column()  # round 1 of best-of-N: every draft
     sections: list[dict[str, Any]] | None = json_column()  # a long version's sections
