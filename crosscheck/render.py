@@ -16,7 +16,14 @@ from rich.table import Table
 from rich.text import Text
 
 from shared.contracts import TaskKind
-from shared.orchestration import EventPublic, RoundPublic, RunPublic, Trajectory, TrajectoryCall
+from shared.orchestration import (
+    EventPublic,
+    RoundPublic,
+    RunPublic,
+    ShippedBy,
+    Trajectory,
+    TrajectoryCall,
+)
 
 # The model name of the scripted demo (shared.providers.defaults.DEMO_MODEL). Not imported:
 # shared.providers loads both provider SDKs, which would add seconds to every command.
@@ -212,11 +219,20 @@ def _facts(rows: Iterable[tuple[str, str | Text]]) -> Table:
     return table
 
 
+SHIPPED_BY = {
+    ShippedBy.critic: "the Critic passed this version",
+    ShippedBy.evaluator_critic: "its evaluator and the Critic passed this version",
+    ShippedBy.person: "a person approved this version",
+}
+
+
 def _header_rows(run: RunPublic) -> list[tuple[str, str | Text]]:
     status = status_text(run.status.value)
     if run.stop_reason:
         status.append(f" ({run.stop_reason.value})", style="")
     rows: list[tuple[str, str | Text]] = [("status", status)]
+    if run.shipped_by:
+        rows.append(("shipped by", SHIPPED_BY[run.shipped_by]))
     if run.error_class and run.error_class != "none":
         rows.append(("error class", run.error_class))
     if run.detail:

@@ -359,6 +359,12 @@ class CritiqueRequest(WireModel):
         description="The caller runs research: list search queries for the claims that "
         "cannot be verified in `queries`.",
     )
+    min_pass_confidence: Annotated[float, Field(ge=0.0, le=1.0)] | None = Field(
+        default=None,
+        description="A `pass` below this confidence is no pass: it gets the repair re-ask, "
+        "then counts as `revise` (the caller's low-confidence threshold when no person is "
+        "asked); null: any confidence.",
+    )
 
 
 class BindingCheck(WireModel):
@@ -439,6 +445,16 @@ class CritiqueResult(Critique):
     rounds: int = Field(default=1, description="Model rounds behind this critique (L3: up to 2).")
     knowledge_used: list[str] = Field(
         default=[], description="The ids of the knowledge entries this critique received."
+    )
+    dimensions: list[str] = Field(
+        default=[],
+        description="The profile's dimensions: an issue on any other is off-profile.",
+    )
+    refused_pass: list[str] = Field(
+        default=[],
+        description="Why the model's `pass` was no pass (a major or critical issue listed, "
+        "an off-profile issue, a confidence under `min_pass_confidence`), even after the "
+        "repair re-ask: the verdict was turned into `revise`. Empty otherwise.",
     )
 
 

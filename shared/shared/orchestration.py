@@ -94,6 +94,16 @@ class ExpiryAction(StrEnum):
     escalate = "escalate"
 
 
+class ShippedBy(StrEnum):
+    """Which gate let a succeeded run's version out: a Critic ``pass`` on that version
+    (``critic``), that and its evaluator (``evaluator+critic``), or a person who approved or
+    edited that exact version (``person``)."""
+
+    critic = "critic"
+    evaluator_critic = "evaluator+critic"
+    person = "person"
+
+
 class Role(StrEnum):
     service = "service"
     reviewer = "reviewer"
@@ -105,17 +115,23 @@ class Policy(WireModel):
 
     max_rounds: Annotated[int, Field(ge=1, le=20)] = 3
     stop_on_evaluator_pass: bool = Field(
-        default=False, description="Finish as soon as the evaluator passes, without critique."
+        default=False,
+        description="Stop revising at the first version that passes its evaluator: it still "
+        "gets its critique, and ends the run `succeeded`/`evaluator_pass` when the Critic "
+        "passes it; otherwise the usual rules go on.",
     )
     convergence_threshold: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
         default=0.02,
-        description="Stop when a revision changes less than this share (0 = off): "
-        "`succeeded` when it left no major or critical issue open, else `escalated`.",
+        description="A revision that changes less than this share (0 = off) is the last one "
+        "when its check passes: it is evaluated and critiqued like any version and ends the "
+        "run `succeeded`/`converged` on a Critic pass; a version that fails its check revises "
+        "again or escalates by the usual rules.",
     )
     min_continue_value: Annotated[int, Field(ge=0, le=10)] = Field(
         default=0,
-        description="Stop `succeeded`/`converged` when the critic values another round "
-        "below this (0-10) and raises no major or critical issue (0 = off).",
+        description="Stop revising when the critic values another round below this (0-10) "
+        "and raises no major or critical issue (0 = off): the critic did not pass the "
+        "version, so the run escalates `converged` and a person decides.",
     )
     shrink_threshold: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
         default=0.30,
@@ -125,7 +141,12 @@ class Policy(WireModel):
     max_tokens: Annotated[int, Field(ge=1)] | None = None
     max_cost_usd: Annotated[float, Field(ge=0.0)] | None = None
     review: ReviewMode = ReviewMode.never
-    review_confidence_threshold: Annotated[float, Field(ge=0.0, le=1.0)] = 0.6
+    review_confidence_threshold: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
+        default=0.6,
+        description="The low-confidence threshold. Under `on_low_confidence` a critique below "
+        "it pauses for a person; otherwise a Critic `pass` below it is no pass (it counts as "
+        "`revise`).",
+    )
     review_deadline_s: Annotated[int, Field(ge=1, le=30 * 86400)] = Field(
         default=86400, description="How long a paused run waits for a person."
     )
@@ -357,6 +378,11 @@ class RunPublic(WireModel):
     detail: str | None = None
     final_output: str | None = None
     final_round: int | None = None
+    shipped_by: ShippedBy | None = Field(
+        default=None,
+        description="Which gate let the final version out (succeeded runs only): `critic`, "
+        "`evaluator+critic` or `person`.",
+    )
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0

@@ -11,7 +11,7 @@ from shared.orchestration import RunPublic, Trajectory
 NOW = datetime(2026, 12, 1, tzinfo=UTC).isoformat()
 
 
-def shown(*rounds: dict) -> str:
+def shown(*rounds: dict, **fields) -> str:
     run = RunPublic.model_validate(
         {
             "id": "run_1",
@@ -24,6 +24,7 @@ def shown(*rounds: dict) -> str:
             "updated_at": NOW,
             "final_round": len(rounds),
             "rounds": [{"output_hash": "h", "output": "text", **r} for r in rounds],
+            **fields,
         }
     )
     console = Console(record=True, width=120, color_system=None)
@@ -92,3 +93,11 @@ def test_untrusted_titles_are_printed_as_text_not_markup() -> None:
         }
     )
     assert "[bold red]boom[/]" in out
+
+
+def test_a_shipped_run_says_which_gate_let_its_version_out() -> None:
+    assert "shipped by  its evaluator and the Critic passed this version" in shown(
+        {"number": 1}, shipped_by="evaluator+critic"
+    )
+    assert "a person approved this version" in shown({"number": 1}, shipped_by="person")
+    assert "shipped by" not in shown({"number": 1})

@@ -64,16 +64,20 @@ class TestStopRules:
         assert run["stop_reason"] == "duplicate_output"
         assert "ignored" in run["detail"]
 
-    async def test_tiny_revision_with_only_minor_issues_succeeds_as_converged(
+    async def test_a_tiny_revision_is_critiqued_and_revised_again_when_it_fails(
         self, api, fake_model
     ):
         fake_model.script(
             {"stage": "draft", "response": actor_reply(LONG)},
             {"stage": "revise", "response": actor_reply(LONG + "!")},
+            {"stage": "critique", "response": critique()},
+            {"stage": "critique", "response": critique(reflection="Still vague.")},
+            {"stage": "critique", "response": critique("pass")},
         )
         run_id = await start(api, task="Explain tides.")
         run = await wait_for(api, run_id)
-        assert (run["status"], run["stop_reason"]) == ("succeeded", "converged")
+        assert [r["critique"]["verdict"] for r in run["rounds"]] == ["revise", "revise", "pass"]
+        assert (run["status"], run["final_round"]) == ("succeeded", 3)
 
     async def test_repeated_critique_escalates(self, api, fake_model):
         same = critique(reflection="Add a source.")
@@ -196,8 +200,11 @@ class TestEvaluators:
         assert run["status"] == "succeeded"
         assert run["final_round"] == 2
 
-    async def test_stop_on_evaluator_pass_skips_the_critic(self, api, fake_model):
-        fake_model.script({"stage": "draft", "response": actor_reply("{}")})
+    async def test_stop_on_evaluator_pass_still_asks_the_critic(self, api, fake_model):
+        fake_model.script(
+            {"stage": "draft", "response": actor_reply("{}")},
+            {"stage": "critique", "response": critique("pass")},
+        )
         run_id = await start(
             api,
             task="An empty JSON object.",
@@ -205,8 +212,35 @@ class TestEvaluators:
             policy={"stop_on_evaluator_pass": True},
         )
         run = await wait_for(api, run_id)
-        assert run["stop_reason"] == "evaluator_pass"
-        assert [c["stage"] for c in fake_model.requests()] == ["draft"]
+        assert (run["status"], run["stop_reason"], run["shipped_by"]) == (
+            "succeeded",
+            "evaluator_pass",
+            "evaluator+critic",
+        )
+        assert [c["stage"] for c in fake_model.requests()] == ["draft", "critique"]
+
+    async def test_stop_on_evaluator_pass_ships_nothing_the_critic_did_not_pass(
+        self, api, fake_model
+    ):
+        fake_model.script(
+            {"stage": "draft", "response": actor_reply('{"a": 1}')},
+            {"stage": "critique", "response": critique("revise", reflection="Name it b.")},
+            {"stage": "revise", "response": actor_reply('{"b": 1}')},
+            {"stage": "critique", "response": critique("pass")},
+        )
+        run_id = await start(
+            api,
+            task="A JSON object with one key, b.",
+            json_schema={"type": "object"},
+            policy={"stop_on_evaluator_pass": True},
+        )
+        run = await wait_for(api, run_id)
+        assert (run["status"], run["stop_reason"], run["final_output"]) == (
+            "succeeded",
+            "evaluator_pass",
+            '{"b": 1}',
+        )
+        assert [r["evaluation"]["passed"] for r in run["rounds"]] == [True, True]
 
 
 class TestEnvironmentErrors:

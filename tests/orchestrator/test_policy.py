@@ -7,6 +7,7 @@ from orchestrator.engine.policy import (
     after_critique,
     after_output,
     change_ratio,
+    converged,
     critic_blames_environment,
     environment_stop,
     needs_review_before_critique,
@@ -164,62 +165,83 @@ class TestShrink:
 
 
 class TestConvergence:
+    """``convergence_threshold``: a revision too small to matter is the last one once its
+    check passes; it never skips the check (the act step reports no convergence stop)."""
+
     @pytest.mark.parametrize(
         ("threshold", "change", "round", "expected"),
         [
-            (0.02, 0.019, 2, "converged"),  # just below the default: too small a change
-            (0.02, 0.02, 2, None),  # at the threshold: changed enough
-            (0.02, 0.021, 2, None),
-            (0.10, 0.09, 3, "converged"),  # a run's own threshold
-            (0.10, 0.11, 3, None),
-            (0.02, 0.0, 1, None),  # the first round has nothing to converge to
-            (0.0, 0.0, 2, None),  # 0 = off, even for no change at all
+            (0.02, 0.019, 2, True),  # just below the default: too small a change
+            (0.02, 0.02, 2, False),  # at the threshold: changed enough
+            (0.02, 0.021, 2, False),
+            (0.10, 0.09, 3, True),  # a run's own threshold
+            (0.10, 0.11, 3, False),
+            (0.02, 0.0, 1, False),  # the first round has nothing to converge to
+            (0.0, 0.0, 2, False),  # 0 = off, even for no change at all
+            (0.02, None, 2, False),  # not the Actor's revision (a person's edit, open points)
         ],
     )
     def test_a_revision_that_changed_too_little(self, threshold, change, round, expected):
-        stop = after_output(
-            Policy(convergence_threshold=threshold),
-            round=round,
-            seen_hashes=["old"],
-            out=output(change_ratio=change),
-        )
-        assert reason(stop) == expected
-        if stop is not None:  # no major or critical issue open: it converged, and succeeds
-            assert (stop.status.value, stop.error_class) == ("succeeded", "none")
-            assert f"round {round} changed" in stop.detail
+        assert converged(Policy(convergence_threshold=threshold), round, change) is expected
 
-    @pytest.mark.parametrize(
-        ("open_blocking", "change", "expected"),
-        [
-            ([], 0.019, ("succeeded", "converged")),  # only minor issues were left
-            (["i1"], 0.019, ("escalated", "converged")),  # a stall with a major issue open
-            (["i1", "i3"], 0.0, ("escalated", "converged")),
-            (["failed evaluation"], 0.01, ("escalated", "converged")),
-            (["i1"], 0.02, None),  # at the threshold it changed enough: the loop goes on
-            ([], 0.02, None),
-        ],
-    )
-    def test_a_stall_with_major_issues_open_escalates(self, open_blocking, change, expected):
-        stop = after_output(
-            Policy(),
-            round=2,
-            seen_hashes=["old"],
-            out=output(change_ratio=change, open_blocking=open_blocking),
-        )
-        assert (None if stop is None else (stop.status.value, stop.reason.value)) == expected
-        if stop is not None and open_blocking:
-            assert all(name in stop.detail for name in open_blocking)
-
-    def test_off_switch_turns_the_stall_rule_off_too(self):
-        stop = after_output(
-            Policy(convergence_threshold=0.0),
-            round=2,
-            seen_hashes=["old"],
-            out=output(change_ratio=0.0, open_blocking=["i1"]),
-        )
+    @pytest.mark.parametrize("change", [0.0, 0.019])
+    def test_a_tiny_change_is_no_stop_before_its_check(self, change):
+        stop = after_output(Policy(), round=2, seen_hashes=["old"], out=output(change_ratio=change))
         assert stop is None
 
-    def test_a_repeated_output_is_reported_as_a_duplicate_before_convergence(self):
+    def test_a_converged_version_the_critic_passes_ends_succeeded_converged(self):
+        stop = after_critique(
+            Policy(),
+            round=2,
+            critique=critique("pass"),
+            evaluation_passed=None,
+            previous_signature=None,
+            change_ratio=0.019,
+        )
+        assert stop is not None
+        assert (stop.status.value, stop.reason.value, stop.error_class) == (
+            "succeeded",
+            "converged",
+            "none",
+        )
+        assert "round 2 changed 1.9%" in stop.detail
+        assert "the critic passed it" in stop.detail
+
+    @pytest.mark.parametrize(
+        ("verdict", "evaluation", "previous", "expected"),
+        [
+            ("revise", None, None, None),  # the check failed: it revises again
+            ("pass", False, None, None),  # its tests fail: it revises again
+            ("revise", None, "this", "repeated_critique"),  # or escalates by the usual rules
+            ("escalate", None, None, "critic_escalated"),
+        ],
+    )
+    def test_a_converged_version_that_fails_its_check_goes_on_by_the_usual_rules(
+        self, verdict, evaluation, previous, expected
+    ):
+        stop = after_critique(
+            Policy(max_rounds=5),
+            round=2,
+            critique=critique(verdict),
+            evaluation_passed=evaluation,
+            previous_signature=previous,
+            change_ratio=0.001,
+        )
+        assert reason(stop) == expected
+        assert stop is None or stop.status.value == "escalated"
+
+    def test_a_pass_of_a_large_revision_is_a_critic_pass(self):
+        stop = after_critique(
+            Policy(),
+            round=2,
+            critique=critique("pass"),
+            evaluation_passed=True,
+            previous_signature=None,
+            change_ratio=0.5,
+        )
+        assert reason(stop) == "critic_pass"
+
+    def test_a_repeated_output_is_reported_as_a_duplicate(self):
         stop = after_output(
             Policy(),
             round=3,
@@ -230,14 +252,30 @@ class TestConvergence:
         assert stop.reason.value == "duplicate_output"
         assert "repeated the output of round 1" in stop.detail
 
-    def test_convergence_is_reported_before_the_budget(self):
-        stop = after_output(
-            Policy(max_tokens=10),
+
+class TestEvaluatorPass:
+    """``stop_on_evaluator_pass``: the first version that passes its evaluator is the last
+    one revised when the Critic passes it too; the critique is never skipped."""
+
+    @pytest.mark.parametrize(
+        ("flag", "verdict", "evaluation", "expected"),
+        [
+            (True, "pass", True, ("succeeded", "evaluator_pass")),
+            (False, "pass", True, ("succeeded", "critic_pass")),
+            (True, "revise", True, None),  # the critic did not pass it: the loop goes on
+            (True, "pass", False, None),  # a failing version never ships
+            (True, "pass", None, ("succeeded", "critic_pass")),  # no evaluator ran
+        ],
+    )
+    def test_the_evaluator_and_the_critic_both_pass(self, flag, verdict, evaluation, expected):
+        stop = after_critique(
+            Policy(stop_on_evaluator_pass=flag, max_rounds=5),
             round=2,
-            seen_hashes=["old"],
-            out=output(change_ratio=0.001, run_tokens=11),
+            critique=critique(verdict),
+            evaluation_passed=evaluation,
+            previous_signature=None,
         )
-        assert reason(stop) == "converged"
+        assert (None if stop is None else (stop.status.value, stop.reason.value)) == expected
 
     @pytest.mark.parametrize(
         ("out", "expected"),
@@ -424,8 +462,9 @@ class TestRuleOrder:
 
 
 class TestContinueValue:
-    """``min_continue_value``: the critic's value of another round, below which the run has
-    converged (0 = off), unless a major or critical issue or a failed evaluation is open."""
+    """``min_continue_value``: the critic's value of another round, below which the loop stops
+    revising (0 = off), unless a major or critical issue or a failed evaluation is open. The
+    critic did not pass that version, so the run escalates for a person."""
 
     @staticmethod
     def decide(minimum, value, *, verdict="revise", severity="minor", evaluation=None):
@@ -442,11 +481,11 @@ class TestContinueValue:
     @pytest.mark.parametrize(
         ("minimum", "value", "expected"),
         [
-            (3, 2, ("succeeded", "converged")),  # just below the seed's 3/10
+            (3, 2, ("escalated", "converged")),  # just below the seed's 3/10
             (3, 3, None),  # at it: another round is worth it
             (3, 4, None),
-            (5, 4, ("succeeded", "converged")),  # a run's own minimum
-            (10, 9, ("succeeded", "converged")),
+            (5, 4, ("escalated", "converged")),  # a run's own minimum
+            (10, 9, ("escalated", "converged")),
             (0, 0, None),  # 0 = off, even for a worthless round
             (3, None, None),  # the critic did not score it
         ],
@@ -547,7 +586,7 @@ class TestConfidenceRule:
             ({"review": "on_low_confidence", "review_confidence_threshold": 0.9}, 0.89, "pause"),
             ({"review": "on_low_confidence", "review_confidence_threshold": 0.9}, 0.91, None),
             ({"review": "on_low_confidence", "review_confidence_threshold": 0.0}, 0.0, None),  # off
-            ({"review": "never", "review_confidence_threshold": 1.0}, 0.1, None),  # not asked for
+            ({"review": "never", "review_confidence_threshold": 0.9}, 0.1, None),  # not asked for
         ],
     )
     async def test_an_unsure_critique_pauses_the_run(
@@ -564,6 +603,30 @@ class TestConfidenceRule:
             assert [(r["kind"], r["reason"], r["round"]) for r in reviews] == [
                 ("pre_critique", "low_confidence", 1)
             ]
+
+    async def test_an_unsure_pass_is_no_pass_when_no_person_is_asked(self, api, fake_model):
+        # under the default 0.6: the Critic re-asks its model once, then counts it as revise
+        unsure = scripted_critique("pass", 0.59)
+        fake_model.script(unsure, unsure, scripted_critique("pass", 0.6))
+        run = await wait_for(api, await start(api, task="Explain tides."))
+        assert (run["status"], run["stop_reason"], run["final_round"]) == (
+            "succeeded",
+            "critic_pass",
+            2,
+        )
+        first = run["rounds"][0]["critique"]
+        assert first["verdict"] == "revise"
+        assert first["refused_pass"] == ["confidence 0.59 is under the 0.60 a pass needs"]
+        assert run["rounds"][1]["critique"]["refused_pass"] == []  # at the threshold: a pass
+
+    async def test_an_unsure_pass_waits_for_a_person_under_on_low_confidence(self, api, fake_model):
+        fake_model.script(scripted_critique("pass", 0.3))
+        policy = {"review": "on_low_confidence"}
+        run = await wait_for(api, await start(api, task="Explain tides.", policy=policy))
+        assert run["status"] == "awaiting_review"
+        reviews = (await api.get("/v1/reviews", params={"run_id": run["id"]})).json()["items"]
+        assert [(r["reason"], r["round"]) for r in reviews] == [("low_confidence", 1)]
+        assert [c["stage"] for c in fake_model.requests()].count("critique") == 1  # no re-ask
 
     async def test_a_stop_rule_comes_before_the_pause(self, api, fake_model):
         fake_model.script(scripted_critique("revise", 0.1))

@@ -132,24 +132,59 @@ class TestPointByPoint:
 
 
 class TestAdaptiveStop:
-    async def test_a_small_revision_with_only_minor_issues_ends_succeeded_converged(
+    """A stop rule decides when to stop revising, never whether to check: a small revision
+    is critiqued like any version, and the run ships only what the Critic passed."""
+
+    async def test_a_small_revision_the_critic_passes_ends_succeeded_converged(
         self, api, fake_model
     ):
         fake_model.script(
             {"stage": "draft", "response": actor(DRAFT)},
             {"stage": "critique", "response": scripted(issues=[ONE, TWO])},
             {"stage": "revise", "response": actor(DRAFT + "!", answer("i1"), answer("i2"))},
+            {"stage": "critique", "response": PASS},
         )
         run = await wait_for(api, await start(api, task="Explain tides."))
-        assert (run["status"], run["stop_reason"], run["error_class"]) == (
+        assert (run["status"], run["stop_reason"], run["shipped_by"]) == (
             "succeeded",
             "converged",
-            "none",
+            "critic",
         )
         assert run["final_output"] == DRAFT + "!"
-        assert "left no major or critical issue open" in run["detail"]
+        assert "the critic passed it" in run["detail"]
+        assert [r["critique"]["verdict"] for r in run["rounds"]] == ["revise", "pass"]
 
-    async def test_a_small_revision_that_leaves_a_major_issue_open_escalates(self, api, fake_model):
+    async def test_a_small_fix_that_is_still_wrong_gets_a_second_critique(self, api, fake_model):
+        # a critical wrong date "fixed" to another wrong date: a one-character revision that
+        # says it applied the fix; the Critic raises it again, and nothing ships unchecked
+        wrong = "Rome was founded in 754 BC, as an aside."
+        critical = issue(
+            severity="critical",
+            dimension="accuracy",
+            quote="Rome was founded in 753 BC, as an aside.",
+            suggestion="Rome was founded in 753 BC is right; the task asks for 509 BC.",
+        )
+        again = issue(
+            severity="critical",
+            dimension="accuracy",
+            quote=wrong,
+            suggestion="Still wrong: the task asks for the republic, 509 BC.",
+        )
+        fixed = DRAFT.replace("753 BC", "509 BC")
+        fake_model.script(
+            {"stage": "draft", "response": actor(DRAFT)},
+            {"stage": "critique", "response": scripted(issues=[critical])},
+            {"stage": "revise", "response": actor(DRAFT.replace("753", "754"), answer("i1"))},
+            {"stage": "critique", "response": scripted(issues=[again])},
+            {"stage": "revise", "response": actor(fixed, answer("i1"))},
+            {"stage": "critique", "response": PASS},
+        )
+        run = await wait_for(api, await start(api, task="Explain tides; date the republic."))
+        assert [r["critique"]["verdict"] for r in run["rounds"]] == ["revise", "revise", "pass"]
+        assert (run["status"], run["final_output"]) == ("succeeded", fixed)
+        assert "754 BC" not in run["final_output"]
+
+    async def test_a_stalled_loop_escalates_by_the_usual_rules(self, api, fake_model):
         major = {**ONE, "severity": "major"}
         fake_model.script(
             {"stage": "draft", "response": actor(DRAFT)},
@@ -158,10 +193,15 @@ class TestAdaptiveStop:
                 "stage": "revise",
                 "response": actor(DRAFT + "!", answer("i1", "declined", REASON), answer("i2")),
             },
+            {"stage": "critique", "response": scripted(issues=[major])},
         )
-        run = await wait_for(api, await start(api, task="Explain tides."))
-        assert (run["status"], run["stop_reason"]) == ("escalated", "converged")
-        assert "major or critical issue(s) still open: i1" in run["detail"]
+        run = await wait_for(api, await start(api, task="Explain tides.", policy={"max_rounds": 2}))
+        assert (run["status"], run["stop_reason"], run["shipped_by"]) == (
+            "escalated",
+            "max_rounds",
+            None,
+        )
+        assert [r["critique"]["verdict"] for r in run["rounds"]] == ["revise", "revise"]
 
     async def test_the_critic_values_another_round_too_little(self, api, fake_model):
         fake_model.script(
@@ -171,12 +211,15 @@ class TestAdaptiveStop:
         run = await wait_for(
             api, await start(api, task="Explain tides.", policy={"min_continue_value": 3})
         )
+        # it did not pass: the loop stops revising and a person decides whether it ships
         assert (run["status"], run["stop_reason"], run["final_round"]) == (
-            "succeeded",
+            "escalated",
             "converged",
             1,
         )
         assert "2/10" in run["detail"]
+        reviews = (await api.get("/v1/reviews", params={"run_id": run["id"]})).json()["items"]
+        assert [r["kind"] for r in reviews] == ["escalation"]
 
 
 ENVIRONMENT = scripted(

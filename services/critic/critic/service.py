@@ -15,15 +15,18 @@ from shared.contracts import (
     CritiqueRequest,
     CritiqueResult,
     Depth,
+    ErrorClass,
     ModelExchange,
     ReflectionSource,
     Stage,
     Usage,
+    Verdict,
 )
 from shared.errors import InvalidModelOutput, UpstreamError, UpstreamTimeout
 from shared.logging import get_logger
 from shared.prompting import PromptBook
 from shared.providers import ModelCall, ModelProvider
+from shared.verdicts import pass_refusals
 
 SCHEMA_NAME = "critique"
 MAX_L3_ROUNDS = 2
@@ -220,11 +223,29 @@ class CriticService:
         ]
         declined = {d.issue for d in request.declined}
         asked = asks_for_queries(request, Depth.L1 if degraded_reason else depth)
+        # still no pass after the repair re-ask: it counts as `revise`, and says why
+        refusals = pass_refusals(
+            {**value.model_dump(mode="json"), "issues": [i.model_dump() for i in issues]},
+            dimensions=profile.dimension_names,
+            min_confidence=request.min_pass_confidence,
+        )
+        if refusals:
+            log.info("a pass that is no pass counts as revise", profile=profile.name)
+            value = value.model_copy(
+                update={
+                    "verdict": Verdict.revise,
+                    "error_class": ErrorClass.logic
+                    if value.error_class is ErrorClass.none
+                    else value.error_class,
+                }
+            )
         return CritiqueResult(
             **value.model_dump(
                 exclude={"issues", "binding_checks", "accepted_refusals", "queries"}
             ),
             issues=issues,
+            dimensions=profile.dimension_names,
+            refused_pass=refusals,
             queries=search_queries(value.queries) if asked else [],
             accepted_refusals=[i for i in dict.fromkeys(value.accepted_refusals) if i in declined],
             binding_checks=binding_checks(request.binding_points, value, request.output),
@@ -319,6 +340,15 @@ class CriticService:
                     if not (issue.evidence_source or "").strip()
                 ]
             problems += value.record_problems()
+            problems += [
+                f"`verdict` is pass, but {reason}: answer `revise` with the issues, or "
+                "`pass` only when none is left"
+                for reason in pass_refusals(
+                    value.model_dump(mode="json"),
+                    dimensions=profile.dimension_names,
+                    min_confidence=request.min_pass_confidence,
+                )
+            ]
             problems += refusal_problems(request, value)
             problems += evidence_problems(request, value)
             checked = [c.point for c in value.binding_checks]

@@ -98,6 +98,12 @@ class Metrics:
             "Sources the research steps found (new to their run).",
             registry=self.registry,
         )
+        self.refused_passes = Counter(
+            "crosscheck_refused_passes",
+            "Critiques whose `pass` was no pass (a major or critical issue listed, an "
+            "off-profile issue, too little confidence): counted as `revise`.",
+            registry=self.registry,
+        )
         self.citation_checks = Counter(
             "crosscheck_citation_checks",
             "Revisions given evidence whose citations were checked, by outcome (ok: true or "

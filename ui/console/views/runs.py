@@ -167,6 +167,8 @@ def timeline(client, run: dict[str, Any]) -> None:
     facts = [f"**{md_literal(run['status'])}**"]
     if run.get("stop_reason"):
         facts.append(f"stopped: {md_literal(run['stop_reason'])}")
+    if run.get("shipped_by"):
+        facts.append(f"shipped by: {md_literal(run['shipped_by'])}")
     if run.get("error_class") and run["error_class"] != "none":
         facts.append(f"error class {md_literal(run['error_class'])}")
     facts.append(f"tokens {run.get('input_tokens') or 0} in / {run.get('output_tokens') or 0} out")

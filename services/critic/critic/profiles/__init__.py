@@ -78,6 +78,10 @@ class Profile(WireModel):
         return list(items)
 
     @property
+    def dimension_names(self) -> list[str]:
+        return [d.name for d in self.dimensions]
+
+    @property
     def error_type_names(self) -> list[str]:
         return [e.name for e in self.error_types] + [OTHER_ERROR_TYPE]
 

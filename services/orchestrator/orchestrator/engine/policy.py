@@ -91,8 +91,9 @@ def after_output(
     out: dict[str, Any],
     points_open: bool = False,
 ) -> Stop | None:
-    """Rules that look at a new version before anyone evaluates it. While a reviewer's
-    points are open the Critic's check of them decides, not how much the text changed."""
+    """Rules that look at a new version before anyone evaluates it. None of them ships it:
+    a version is shipped only after its check (``after_critique``). While a reviewer's points
+    are open the Critic's check of them decides, not whether the text repeats."""
     if points_open:
         return over_budget(policy, out["run_tokens"], out["run_cost"])
     if out["output_hash"] in seen_hashes:
@@ -103,31 +104,19 @@ def after_output(
             detail=f"round {round} repeated the output of round {earlier}: "
             "the reflection was ignored",
         )
-    if (
-        round > 1
-        and policy.convergence_threshold > 0
-        and out["change_ratio"] < policy.convergence_threshold
-    ):
-        changed = (
-            f"round {round} changed {out['change_ratio']:.1%} of the text, under the "
-            f"{policy.convergence_threshold:.1%} threshold"
-        )
-        blocking = list(out.get("open_blocking") or [])
-        if blocking:
-            # a stall: the loop stopped moving with a major or critical issue open
-            return Stop(
-                RunStatus.escalated,
-                StopReason.converged,
-                detail=f"{changed}, with major or critical issue(s) still open: "
-                + ", ".join(blocking),
-            )
-        return Stop(
-            RunStatus.succeeded,
-            StopReason.converged,
-            error_class="none",
-            detail=f"{changed}, and left no major or critical issue open",
-        )
     return over_budget(policy, out["run_tokens"], out["run_cost"])
+
+
+def converged(policy: Policy, round: int, change_ratio: float | None) -> bool:
+    """A revision that changed less than ``policy.convergence_threshold`` (0 = off): once its
+    check passes it is the last one. ``change_ratio`` None: not an Actor's revision of the
+    previous version (a draft, a person's edit, open reviewer points)."""
+    return (
+        round > 1
+        and change_ratio is not None
+        and policy.convergence_threshold > 0
+        and change_ratio < policy.convergence_threshold
+    )
 
 
 def shrank(policy: Policy, out: dict[str, Any]) -> bool:
@@ -160,7 +149,8 @@ def low_continue_value(
     policy: Policy, critique: dict[str, Any], evaluation_passed: bool | None
 ) -> Stop | None:
     """The Critic scores another round below ``policy.min_continue_value`` (0 = off) and
-    raises no major or critical issue, and no evaluation failed: the run has converged."""
+    raises no major or critical issue, and no evaluation failed: the loop stops revising.
+    The Critic did not pass the version, so it cannot ship: a person decides."""
     value = critique.get("continue_value")
     if (
         policy.min_continue_value <= 0
@@ -173,11 +163,11 @@ def low_continue_value(
     if value >= policy.min_continue_value:
         return None
     return Stop(
-        RunStatus.succeeded,
+        RunStatus.escalated,
         StopReason.converged,
-        error_class="none",
         detail=f"the critic valued another round at {value}/10, under the run's "
-        f"{policy.min_continue_value}/10, with no major or critical issue",
+        f"{policy.min_continue_value}/10, with no major or critical issue; it did not pass "
+        "this version, so a person decides (approving it ships it)",
     )
 
 
@@ -197,6 +187,29 @@ def environment_stop(round: int, attempts: int) -> Stop:
     )
 
 
+def passed(
+    policy: Policy, round: int, evaluation_passed: bool | None, change_ratio: float | None
+) -> Stop:
+    """A checked version ends the run ``succeeded``; the reason says which rule ended it."""
+    if policy.stop_on_evaluator_pass and evaluation_passed is True:
+        return Stop(
+            RunStatus.succeeded,
+            StopReason.evaluator_pass,
+            error_class="none",
+            detail=f"round {round} passed its evaluator and the critic passed it",
+        )
+    if converged(policy, round, change_ratio):
+        assert change_ratio is not None
+        return Stop(
+            RunStatus.succeeded,
+            StopReason.converged,
+            error_class="none",
+            detail=f"round {round} changed {change_ratio:.1%} of the text, under the "
+            f"{policy.convergence_threshold:.1%} threshold, and the critic passed it",
+        )
+    return Stop(RunStatus.succeeded, StopReason.critic_pass, error_class="none")
+
+
 def after_critique(
     policy: Policy,
     *,
@@ -207,8 +220,14 @@ def after_critique(
     human_rounds: int = 0,
     unmet_points: list[str] | None = None,
     unmet_attempts: int = 0,
+    change_ratio: float | None = None,
 ) -> Stop | None:
     """Rules that read the critic's structured verdict (never its prose).
+
+    Only here does a run succeed: with a Critic ``pass`` on this version and no failed
+    evaluation. The stop rules that end revising (``converged``: the revision was too small
+    to matter; ``evaluator_pass`` under ``stop_on_evaluator_pass``) name the reason of such a
+    success; a version that fails its check goes on by the other rules.
 
     A reviewer's point the version misses holds back a pass and keeps the run revising,
     whatever ``max_rounds`` says (a person asked for those rounds), until the second
@@ -232,9 +251,7 @@ def after_critique(
     if unmet_points:
         return over_budget(policy, critique["run_tokens"], critique["run_cost"])
     if verdict == "pass" and evaluation_passed is not False:
-        return degraded_pass(critique) or Stop(
-            RunStatus.succeeded, StopReason.critic_pass, error_class="none"
-        )
+        return degraded_pass(critique) or passed(policy, round, evaluation_passed, change_ratio)
     low_value = low_continue_value(policy, critique, evaluation_passed)
     if low_value is not None:
         return low_value

@@ -7,13 +7,16 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from orchestrator.engine import store
+from orchestrator.engine import gate, store
 from orchestrator.engine.policy import Stop
 from orchestrator.events.repository import append_event
 from orchestrator.tables import Reflection, ReviewItem, Round, Run, new_id, utcnow
 from orchestrator.webhooks import outbox
 from shared.errors import NotFound
-from shared.orchestration import RunStatus
+from shared.logging import get_logger
+from shared.orchestration import Policy, RunStatus, ShippedBy
+
+log = get_logger("crosscheck.gate")
 
 
 def load_run(session: Session, run_id: str) -> Run:
@@ -85,7 +88,9 @@ def escalation_context(session: Session, run: Run, stop: Stop) -> dict[str, Any]
     }
 
 
-def finished_data(stop: Stop, final_round: int | None) -> dict[str, Any]:
+def finished_data(
+    stop: Stop, final_round: int | None, shipped_by: ShippedBy | None = None
+) -> dict[str, Any]:
     """The ``run.finished`` event's data."""
     return {
         "status": stop.status.value,
@@ -93,14 +98,63 @@ def finished_data(stop: Stop, final_round: int | None) -> dict[str, Any]:
         "error_class": stop.error_class,
         "detail": stop.detail,
         "final_round": final_round,
+        "shipped_by": shipped_by.value if shipped_by else None,
     }
 
 
-def finalize(session: Session, run: Run, stop: Stop, *, final_round: int | None) -> None:
-    """Put a run in its final state; an escalation also opens a review item."""
+def through_gate(
+    stop: Stop,
+    *,
+    evaluator: str,
+    policy: dict[str, Any],
+    binding_points: list[str] | None,
+    final: Round | store.RoundState | None,
+) -> tuple[Stop, ShippedBy | None]:
+    """A ``succeeded`` stop, past the one gate out (``engine/gate.py``): the same stop and
+    which gate let the version out, or an escalation that says why the version cannot ship."""
+    if stop.status is not RunStatus.succeeded:
+        return stop, None
+    if final is None:
+        verdict = gate.Verdict(None, "there is no version to ship")
+    else:
+        verdict = gate.check(
+            reason=stop.reason,
+            output_hash=final.output_hash,
+            evaluator=evaluator,
+            evaluation=final.evaluation,
+            critique=final.critique,
+            citations=final.citations,
+            binding_points=binding_points,
+            policy=Policy.model_validate(policy),
+        )
+    if verdict.shipped_by is not None:
+        return stop, verdict.shipped_by
+    number = final.number if final is not None else None
+    log.error(
+        "the gate refused to ship a version; escalating",
+        stop_reason=stop.reason.value,
+        round=number,
+        why=verdict.why_not,
+    )
+    detail = f"round {number} was not shipped: {verdict.why_not} (stop rule {stop.reason.value}"
+    detail += f": {stop.detail})" if stop.detail else ")"
+    return Stop(RunStatus.escalated, stop.reason, error_class="logic", detail=detail), None
+
+
+def finalize(session: Session, run: Run, stop: Stop, *, final_round: int | None) -> Stop:
+    """Put a run in its final state (a ``succeeded`` one only past the gate); an escalation
+    also opens a review item. Returns the stop as applied."""
     final = load_round(session, run.id, final_round) if final_round else None
+    stop, shipped_by = through_gate(
+        stop,
+        evaluator=run.evaluator,
+        policy=run.policy,
+        binding_points=run.binding_points,
+        final=final,
+    )
     run.final_round = final_round
     run.final_output = final.output if final else None
+    run.shipped_by = shipped_by.value if shipped_by else None
     run.stop_reason = stop.reason.value
     run.error_class = stop.error_class
     run.detail = stop.detail or None
@@ -126,23 +180,26 @@ def finalize(session: Session, run: Run, stop: Stop, *, final_round: int | None)
         session,
         run.id,
         "run.finished",
-        finished_data(stop, final_round),
+        finished_data(stop, final_round, shipped_by),
     )
     outbox.run_finished(session, run, review=item, context=item.context if item else None)
+    return stop
 
 
 _SELECT_FULL_RUN = sa.select(store.RUNS).where(store.RUNS.c.id == sa.bindparam("run_id"))
 
 
-def finalize_fast(session: Session, run_id: str, stop: Stop, *, final_round: int | None) -> Run:
+def finalize_fast(
+    session: Session, run_id: str, stop: Stop, *, final_round: int | None
+) -> tuple[Run, Stop]:
     """``finalize`` in Core statements for a stop that opens no review item (an escalation
     goes through ``finalize``): the same row, the same events in the same order, the same
     webhooks, without the ORM's load and flush (a third of a run's read-model CPU went to
-    the flush of this one row and its two events). Returns the finished run, detached."""
+    the flush of this one row and its two events). Returns the finished run, detached, and
+    the stop as applied (a ``succeeded`` one only past the gate)."""
     if stop.status is RunStatus.escalated:
         run = load_run(session, run_id)
-        finalize(session, run, stop, final_round=final_round)
-        return run
+        return run, finalize(session, run, stop, final_round=final_round)
     if session.new or session.dirty or session.deleted:
         session.flush()  # ORM writes queued earlier in this step keep their place in order
     conn = session.connection()
@@ -151,10 +208,21 @@ def finalize_fast(session: Session, run_id: str, stop: Stop, *, final_round: int
         raise NotFound(f"run {run_id} does not exist")
     values = row._asdict()
     final = store.load_round(session, run_id, final_round) if final_round else None
+    stop, shipped_by = through_gate(
+        stop,
+        evaluator=values["evaluator"],
+        policy=values["policy"],
+        binding_points=values["binding_points"],
+        final=final,
+    )
+    if stop.status is RunStatus.escalated:  # refused at the gate: a person decides
+        run = load_run(session, run_id)
+        return run, finalize(session, run, stop, final_round=final_round)
     now = utcnow()
     changes: dict[str, Any] = {
         "final_round": final_round,
         "final_output": final.output if final else None,
+        "shipped_by": shipped_by.value if shipped_by else None,
         "stop_reason": stop.reason.value,
         "error_class": stop.error_class,
         "detail": stop.detail or None,
@@ -175,8 +243,8 @@ def finalize_fast(session: Session, run_id: str, stop: Stop, *, final_round: int
         session,
         run_id,
         "run.finished",
-        finished_data(stop, final_round),
+        finished_data(stop, final_round, shipped_by),
     )
     run = Run(**values)  # transient: what the webhooks read, never added to the session
     outbox.run_finished(session, run, review=None, context=None)
-    return run
+    return run, stop

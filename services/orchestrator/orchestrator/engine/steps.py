@@ -24,6 +24,7 @@ from orchestrator.engine import (
     difflock,
     discipline,
     drafts,
+    gate,
     guard,
     records,
     research,
@@ -57,6 +58,7 @@ from orchestrator.tables import (
     utcnow,
 )
 from orchestrator.webhooks import outbox
+from shared import verdicts
 from shared.contracts import (
     MAX_EVIDENCE,
     ActorResult,
@@ -73,6 +75,7 @@ from shared.contracts import (
 )
 from shared.contracts import Reflection as ReflectionDTO
 from shared.orchestration import Policy, ReviewMode, RunStatus, StopReason
+from shared.verdicts import pass_refusals
 
 T = TypeVar("T")
 CANCELLED = Stop(RunStatus.cancelled, StopReason.cancelled, error_class="none", detail="cancelled")
@@ -119,17 +122,20 @@ def _stop_dict(stop: Stop | None) -> dict[str, Any] | None:
     return {"status": stop.status.value, "reason": stop.reason.value}
 
 
-def _finish(rt: Runtime, session: Session, run: Run, stop: Stop, final_round: int | None) -> None:
-    records.finalize(session, run, stop, final_round=final_round)
+def _finish(rt: Runtime, session: Session, run: Run, stop: Stop, final_round: int | None) -> Stop:
+    stop = records.finalize(session, run, stop, final_round=final_round)
     rt.metrics.runs_finished.labels(stop.status.value, stop.reason.value).inc()
     rt.metrics.rounds_per_run.observe(max(run.rounds, 1))
+    return stop
 
 
-def _finish_run(rt: Runtime, session: Session, run_id: str, stop: Stop, final: int | None) -> None:
-    """Finish a run whose step wrote through Core (``finalize_fast`` sees those writes)."""
-    run = records.finalize_fast(session, run_id, stop, final_round=final)
+def _finish_run(rt: Runtime, session: Session, run_id: str, stop: Stop, final: int | None) -> Stop:
+    """Finish a run whose step wrote through Core (``finalize_fast`` sees those writes).
+    Returns the stop as applied: a ``succeeded`` one the gate refused is an escalation."""
+    run, stop = records.finalize_fast(session, run_id, stop, final_round=final)
     rt.metrics.runs_finished.labels(stop.status.value, stop.reason.value).inc()
     rt.metrics.rounds_per_run.observe(max(run.rounds, 1))
+    return stop
 
 
 def _reflections(rows: list[store.ReflectionRow]) -> list[ReflectionDTO]:
@@ -414,17 +420,9 @@ async def act(
         rt.metrics.citation_checks.labels(str(report.ok).lower()).inc()
     out: dict[str, Any] = {
         "output_hash": digest,
-        "change_ratio": await _change_ratio(prepared.previous_output, output) if revising else 1.0,
         "shrink": shrink_ratio(prepared.previous_output, output) if revising else 0.0,
         "shrank": False,
         "stop": None,
-        "open_blocking": [
-            *discipline.open_blocking(
-                prepared.previous_critique, answered, {i.id for i in unsourced}
-            ),
-            *(["failed evaluation"] if prepared.previous_failed else []),
-            *(["invalid citations"] if citation_note else []),
-        ],
     }
 
     def commit(session: Session) -> None:
@@ -535,7 +533,7 @@ async def act(
             )
         if stop is not None:
             store.update_run(session, run, changes)
-            _finish_run(rt, session, run_id, stop, round)
+            stop = _finish_run(rt, session, run_id, stop, round)
         elif out["shrank"]:
             store.update_run(session, run, changes)
         else:
@@ -584,6 +582,9 @@ async def evaluate(run_id: str, round: int, pause_after: bool, attempt: int = 1)
         outcome = await with_retries(rt, "sandbox", lambda: evaluator.evaluate(job, key=key))
         passed, evaluation = outcome.passed, outcome.as_dict()
         rt.metrics.stage_latency.labels("evaluate").observe(time.perf_counter() - started)
+    if evaluation is not None:
+        # the version this evaluation judged: the gate ships no other on its strength
+        evaluation = {**evaluation, "output_hash": output_hash(job.output)}
 
     regressed = False
 
@@ -616,11 +617,6 @@ async def evaluate(run_id: str, round: int, pause_after: bool, attempt: int = 1)
                 "round.evaluation",
                 {"round": round, "passed": passed, "summary": str(evaluation["summary"])[:500]},
             )
-            if passed and policy.stop_on_evaluator_pass:
-                stop = Stop(RunStatus.succeeded, StopReason.evaluator_pass, error_class="none")
-                session.flush()
-                _finish(rt, session, run, stop, round)
-                return stop
         if regressed:
             pass  # the workflow rolls this version back or keeps the better one
         elif pause_after:
@@ -680,6 +676,8 @@ class _CritiqueInput:
     research: dict[str, Any] | None = None  # this round's research step, if it ran
     requested_depth: str | None = None  # the policy's depth, before research degraded it
     citations_failed: bool = False  # this version's references are not the evidence's
+    output_hash: str = ""  # the version critiqued
+    revised_from: str | None = None  # the previous version, when this is the Actor's revision
 
 
 def _critique_request(
@@ -708,6 +706,7 @@ def _critique_request(
             session, run, profile_for(policy.profile, TaskKind(run.kind)), vector
         ),
         declined=declined or [],
+        min_pass_confidence=gate.min_pass_confidence(policy),
     )
 
 
@@ -779,6 +778,11 @@ async def critique(
             research=row.research,
             requested_depth=requested,
             citations_failed=row.citations is not None and not row.citations.get("ok", True),
+            output_hash=row.output_hash,
+            # how much the Actor changed: a small revision that passes its check is the last
+            revised_from=previous.output
+            if previous is not None and row.provenance == "actor" and not run.binding_points
+            else None,
         )
 
     vector = await rt.knowledge.run_vector(rt.db, run_id)
@@ -828,6 +832,21 @@ async def critique(
     rt.metrics.stage_latency.labels("critique").observe(time.perf_counter() - started)
     for _, each in calls:
         rt.metrics.critiques.labels(each.profile, each.depth, str(each.degraded).lower()).inc()
+    # The Critic's pass is checked again here: a pass listing a major or critical issue, an
+    # off-profile issue, or too little confidence (when no person is asked) is no pass.
+    refusals = pass_refusals(
+        doc,
+        dimensions=doc.get("dimensions") or (),
+        min_confidence=prepared.request.min_pass_confidence,
+    )
+    doc = {**verdicts.refused(doc, refusals), "output_hash": prepared.output_hash}
+    if doc.get("refused_pass"):
+        rt.metrics.refused_passes.inc()
+    change = (
+        await _change_ratio(prepared.revised_from, request.output)
+        if prepared.revised_from is not None
+        else None
+    )
     signature = critique_signature(doc)
     environment = critic_blames_environment(doc)
     if environment and retry < ENVIRONMENT_RETRIES:
@@ -916,6 +935,10 @@ async def critique(
                 + (f' (on: "{i["quote"][:200]}")' if i.get("quote") else "")
                 for i in doc["issues"]
             ]
+            if doc.get("refused_pass"):
+                lines.append(
+                    "The critic's pass was not accepted: " + "; ".join(doc["refused_pass"])
+                )
             store.add_reflection(session, run_id, round, "critic", "\n".join(lines)[:8000])
         store.append_event(
             session,
@@ -927,6 +950,7 @@ async def critique(
                 "confidence": doc["confidence"],
                 "issues": len(doc["issues"]),
                 "error_class": doc["error_class"],
+                **({"refused_pass": len(doc["refused_pass"])} if doc.get("refused_pass") else {}),
             },
         )
         decision = {
@@ -946,14 +970,18 @@ async def critique(
             human_rounds=run.human_rounds,
             unmet_points=unmet if run.binding_points else [],
             unmet_attempts=run.binding_attempts + 1 if run.binding_points and unmet else 0,
+            change_ratio=change,
         )
-        if stop is not None:
-            store.update_run(session, run, changes)
-            _finish_run(rt, session, run_id, stop, round)
-        elif (
+        unsure = (
             policy.review is ReviewMode.on_low_confidence
             and doc["confidence"] < policy.review_confidence_threshold
-        ):
+        )
+        if stop is not None and stop.status is RunStatus.succeeded and unsure:
+            stop = None  # a pass the critic is unsure of: a person decides whether it ships
+        if stop is not None:
+            store.update_run(session, run, changes)
+            stop = _finish_run(rt, session, run_id, stop, round)
+        elif unsure:
             paused = True  # the critic is unsure: a person decides before anyone revises
             store.update_run(session, run, changes)
             _pause(session, records.load_run(session, run_id), round, reason="low_confidence")
@@ -1023,7 +1051,14 @@ async def resume_state(run_id: str, round: int, stage: str) -> dict[str, Any]:
         append_event(session, run_id, "run.resumed", {"round": round, "stage": stage})
         run = records.load_run(session, run_id)
         policy = Policy.model_validate(run.policy)
+        unevaluated = (
+            stage == "critique"
+            and run.evaluator != "none"
+            and current_round is not None
+            and (current_round.evaluation or {}).get("output_hash") != current_round.output_hash
+        )
         return {
+            "unevaluated": unevaluated,
             "research": research.research_on(policy, bool(rt.settings.research_url)),
             "hashes": [r.output_hash for r in earlier],
             "signature": critique_signature(before.critique)

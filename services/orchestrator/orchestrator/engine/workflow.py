@@ -164,17 +164,24 @@ async def _loop(run_id: str, number: int, stage: str) -> str:
     passed: bool | None = None
     researching = False  # decided by a step (recorded), so a recovered run decides the same
     reasked = False  # the version a resumed segment critiques is a reopened-issue re-ask
+    unevaluated = False  # the version a resumed segment critiques has no evaluation yet
     if stage != "draft":
         state = await resume_state(run_id, number, stage)
         seen_hashes, signature, passed = state["hashes"], state["signature"], state["passed"]
         researching = bool(state.get("research"))
         reasked = bool(state.get("reasked"))
+        unevaluated = bool(state.get("unevaluated"))
     while True:
         # A resumed segment does not know which attempts its round used (a shrink re-ask,
         # then an over-correction one: at most 3), so its own re-ask starts past them.
         attempt = 3
         if stage == "critique":  # resumed after a person looked at this round's output
             resumed, stage = True, "revise"
+            if unevaluated:  # a person's edit: its evaluator runs before anything ships
+                evaluation = await evaluate(run_id, number, False, attempt)
+                if (status := _stopped(evaluation)) is not None:
+                    return status
+                passed, unevaluated = evaluation["passed"], False
         else:
             resumed, attempt = False, 1
             out = await act(run_id, number, stage, 1, seen_hashes)

@@ -192,6 +192,7 @@ def run_finished(
             "detail": run.detail,
             "final_output": run.final_output,
             "final_round": run.final_round,
+            "shipped_by": run.shipped_by,
             "rounds": run.rounds,
             "input_tokens": run.input_tokens,
             "output_tokens": run.output_tokens,
