@@ -295,7 +295,7 @@ class TestWhere:
         locked = enforce(code(["flags = [True]"]), SIEVE, revision, ["# primes only"])
         assert locked.output == revision
 
-    @pytest.mark.parametrize("where", ["", "   ", "e", " n\n", "i]"])
+    @pytest.mark.parametrize("where", ["", "   ", "e", " n ", "i]"])
     def test_a_where_too_short_to_name_a_place_names_nothing(self, where):
         revision = SIEVE.replace("    return [i", "    # primes only\n    return [i")
         locked = enforce(code(["flags = [True]"]), SIEVE, revision, [where])
@@ -346,7 +346,7 @@ class TestCosmeticText:
             "The Sun pulls too, much less strongly.",  # an inserted word is content
             "The Sun pulls too.",  # removed content
             "The Sun pulls too, less strongly. Its tide is about half the Moon's.",
-            "A star yanks hard too, less strongly.",  # 4 words swapped: a rewrite
+            "The Sun drags along as well, less strongly.",  # 4 words: a rewrite
         ],
     )
     def test_a_substantive_change_is_kept(self, new):
@@ -553,6 +553,31 @@ class TestThroughTheApi:
         assert run["rounds"][1]["unlocked_output"] == reworded
         metrics = (await api.get("/metrics")).text
         assert 'crosscheck_reverted_hunks_total{reason="cosmetic_wording"} 1.0' in metrics
+
+    async def test_an_actor_naming_a_single_letter_as_where_justifies_nothing(
+        self, api, fake_model
+    ):
+        reworded = PREVIOUS.replace("twice a day", "twice daily").replace(
+            "Sun pulls too", "Sun pulls as well"
+        )
+        sly = {
+            **actor_reply(reworded),
+            "responses": [
+                {"issue": "i1", "action": "applied", "where": "e"},
+                {"issue": "i1", "action": "applied", "where": "   "},
+            ],
+        }
+        fake_model.script(
+            {"stage": "draft", "response": actor_reply(PREVIOUS)},
+            {"stage": "critique", "response": critique("revise", [issue("Tides rise")])},
+            {"stage": "revise", "response": sly},
+            {"stage": "critique", "response": critique("pass")},
+        )
+        run_id = await start(api, task="Explain tides.", policy=STEADY)
+        run = await wait_for(api, run_id)
+        assert run["status"] == "succeeded", (run["stop_reason"], run["detail"])
+        assert run["final_output"] == PREVIOUS.replace("twice a day", "twice daily")
+        assert [h["reason"] for h in run["rounds"][1]["reverted_hunks"]] == ["cosmetic_wording"]
 
     async def test_a_definition_added_elsewhere_is_kept(self, api, fake_model):
         quote = "Spring tides come at full and new moon."
