@@ -765,6 +765,7 @@ class TestCodeThroughTheApi:
         assert overridden["reason"] == "failed_tests"
         assert overridden["restored"] == 1
         assert overridden["detail"] == hunk["overridden"]["detail"]
+        assert overridden["output_hash"] == second["output_hash"]
         failed = [r for r in run["reflections"] if r["source"] == "evaluator"]
         assert failed == []  # the failing locked version is no fact about what ships
 

@@ -82,7 +82,14 @@ def record_reverted(
     if locked.overridden:
         restored = sum(1 for h in locked.reverted if h.get("overridden"))
         _lock_overridden(
-            session, run_id, round, attempt, difflock.UNPARSABLE, locked.overridden, restored
+            session,
+            run_id,
+            round,
+            attempt,
+            difflock.UNPARSABLE,
+            locked.overridden,
+            restored,
+            output_hash(locked.output),
         )
 
 
@@ -94,7 +101,10 @@ def _lock_overridden(
     reason: str,
     detail: str,
     restored: int,
+    digest: str,
 ) -> None:
+    """The event: which version went on instead (its hash), why, and how many reverts the
+    decision undid."""
     store.append_event(
         session,
         run_id,
@@ -105,6 +115,7 @@ def _lock_overridden(
             "reason": reason,
             "detail": detail,
             "restored": restored,
+            "output_hash": digest,
         },
     )
 
@@ -197,6 +208,7 @@ def apply_override(session: Session, row: Round, attempt: int, override: LockOve
         difflock.FAILED_TESTS,
         override.detail,
         restored,
+        row.output_hash,
     )
 
 
