@@ -165,9 +165,13 @@ class Policy(WireModel):
     )
     diff_lock: bool = Field(
         default=True,
-        description="Revert the parts of a revision outside the lines the critique quoted or "
-        "the Actor justified (false: keep the revision as the Actor wrote it; locked regions "
-        "are kept either way).",
+        description="Revert the parts of a revision nobody asked for: outside the lines the "
+        "critique quoted or the Actor named, code no kept change depends on (a definition or "
+        "import a kept change uses stays), text only when the change is cosmetic (white "
+        "space, punctuation, case, word order, a swap of a few words; a changed number, date "
+        "or name, or added content, stays). A locked version that no longer parses or fails "
+        "tests the revision passes is not shipped. False: keep the revision as the Actor "
+        "wrote it; locked regions are kept either way.",
     )
     over_correction_guard: bool = Field(
         default=True,
@@ -322,7 +326,15 @@ class RoundPublic(WireModel):
     reverted_hunks: list[dict[str, Any]] = Field(
         default=[],
         description="Parts of the Actor's revision the diff lock reverted: line, before, "
-        "after, reason (`outside_flagged` or `locked`).",
+        "after, reason (`locked`, `outside_flagged`, or for text `cosmetic_whitespace`, "
+        "`cosmetic_punctuation`, `cosmetic_case`, `cosmetic_reorder`, `cosmetic_wording`), "
+        "rule (the reason in a sentence), truncated; and `overridden` ({reason: `unparsable` "
+        "or `failed_tests`, detail}) when the locked version broke and the revert was undone.",
+    )
+    unlocked_output: str | None = Field(
+        default=None,
+        description="The revision as the Actor wrote it, when the diff lock changed it "
+        "(`output` is the version that went on).",
     )
     over_correction: dict[str, Any] | None = Field(
         default=None,

@@ -196,6 +196,42 @@ def test_reverted_hunks_and_an_over_correction():
     assert len(over) == 1
 
 
+def test_each_reverted_hunk_shows_its_rule_and_an_undone_revert_says_why():
+    fake = ReflectionFake()
+    fake.round = {
+        "reverted_hunks": [
+            {
+                "before": "The Sun pulls too.",
+                "after": "The Sun pulls as well.",
+                "reason": "cosmetic_wording",
+                "rule": "It swapped at most 3 words outside the lines the critique quoted.",
+            },
+            {
+                "before": "    return total / count",
+                "after": "    return stats[0] / count",
+                "reason": "outside_flagged",
+                "rule": "It changed code outside the lines the critique quoted.",
+                "overridden": {
+                    "reason": "failed_tests",
+                    "detail": "The locked version failed its evaluation and the revision passes it",
+                },
+            },
+        ],
+    }
+    at = open_review(fake)
+    text = all_text(at)
+    assert "1 change outside what the critique asked for" in text
+    assert "1 revert undone because the locked version broke" in text
+    assert "**1.** cosmetic_wording" in text
+    captions = [c.value for c in at.caption]
+    assert any("It swapped at most 3 words" in c for c in captions)
+    assert any("It changed code outside" in c for c in captions)
+    [undone] = [i.value for i in at.info if "Revert undone" in i.value]
+    assert "failed its evaluation and the revision passes it" in undone
+    assert "The revision's (restored)" in captions
+    assert "The revision's (reverted)" in captions
+
+
 def test_best_of_n_drafts_with_the_kept_one_marked_and_each_cost():
     fake = ReflectionFake()
     fake.round = {
@@ -236,13 +272,16 @@ def test_model_text_in_the_new_panels_shows_as_text():
     fake.knowledge["kn_rule1"]["title"] = evil("title")
     fake.round = {
         "responses": [{"issue": evil("issue"), "action": "declined", "reason": evil("why")}],
-        "reverted_hunks": [{"before": evil("before"), "after": evil("after"), "reason": evil("r")}],
+        "reverted_hunks": [
+            {"before": evil("before"), "after": evil("after"), "reason": evil("r")},
+            {"reason": "x", "rule": evil("rule"), "overridden": {"detail": evil("undone")}},
+        ],
         "over_correction": {"detail": evil("over")},
         "drafts": [{"output": evil("draft"), "chosen": True}],
     }
     at = open_review(fake)
     text = visible(at)
-    for where in ("degraded", "r", "before", "after", "over", "draft"):
+    for where in ("degraded", "r", "before", "after", "over", "draft", "rule", "undone"):
         assert evil(where) in text, where
     [link] = [p.proto.label for p in at.get("page_link") if p.proto.query_string]
     assert shown(link) == evil("title")

@@ -188,19 +188,31 @@ def reverted_panel(row: dict[str, Any], *, code: bool) -> None:
         )
     if not hunks:
         return
-    st.caption(
-        f"{len(hunks)} change{'s' if len(hunks) != 1 else ''} outside what the critique asked "
-        "for (or inside a locked region) reverted:"
+    undone_count = sum(1 for h in hunks if h.get("overridden"))
+    reverted = len(hunks) - undone_count
+    summary = (
+        f"{reverted} change{'s' if reverted != 1 else ''} outside what the critique asked "
+        "for (or inside a locked region) reverted"
     )
+    if undone_count:
+        plural = "s" if undone_count != 1 else ""
+        summary += f"; {undone_count} revert{plural} undone because the locked version broke"
+    st.caption(summary + ":")
     for n, hunk in enumerate(hunks, start=1):
+        undone = hunk.get("overridden")
         with st.container(border=True, key=f"reverted-{n}"):
             st.markdown(f"**{n}.** {md_literal(hunk.get('reason') or 'no reason recorded')}")
+            if hunk.get("rule"):
+                st.caption(md_literal(hunk["rule"]))
+            if undone:
+                why = words(undone.get("detail") if isinstance(undone, dict) else undone)
+                st.info(f"Revert undone, the revision's change went on: {md_literal(why)}")
             before, after = st.columns(2)
             with before:
-                st.caption("Kept (before)")
+                st.caption("Before" if undone else "Kept (before)")
                 _snippet(hunk.get("before"), code=code)
             with after:
-                st.caption("The revision's (reverted)")
+                st.caption("The revision's (restored)" if undone else "The revision's (reverted)")
                 _snippet(hunk.get("after"), code=code)
 
 

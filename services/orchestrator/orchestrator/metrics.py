@@ -83,7 +83,9 @@ class Metrics:
         )
         self.reverted_hunks = Counter(
             "crosscheck_reverted_hunks",
-            "Hunks of revisions the diff lock reverted, by reason (outside_flagged, locked).",
+            "Hunks of revisions the diff lock reverted, by reason (locked, outside_flagged, "
+            "cosmetic_whitespace, cosmetic_punctuation, cosmetic_case, cosmetic_reorder, "
+            "cosmetic_wording).",
             ["reason"],
             registry=self.registry,
         )

@@ -14,6 +14,7 @@ step, so a recovered workflow decides the same.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,9 +22,10 @@ from dbos import DBOS
 from sqlmodel import Session
 
 from orchestrator.engine import difflock, records, store
+from orchestrator.engine.policy import output_hash
 from orchestrator.engine.runtime import Runtime, current
 from orchestrator.events.repository import append_event, appended_types
-from orchestrator.tables import utcnow
+from orchestrator.tables import Round, Run, utcnow
 from shared.orchestration import Policy, RunStatus
 
 SEVERITY_WEIGHT = {"critical": 100, "major": 10, "minor": 1}
@@ -46,7 +48,9 @@ def lock_rules(
     failed = bool(previous.evaluation) and not (previous.evaluation or {}).get("passed")
     unbounded = bool(run.binding_points) or human or failed
     quotes = difflock.critique_quotes(previous.critique, previous.output, unbounded=unbounded)
-    return difflock.LockRules(enabled=policy.diff_lock, quotes=quotes, locked=run.locked or [])
+    return difflock.LockRules(
+        enabled=policy.diff_lock, quotes=quotes, locked=run.locked or [], kind=run.kind
+    )
 
 
 def record_reverted(
@@ -57,22 +61,154 @@ def record_reverted(
     attempt: int,
     locked: difflock.Locked,
 ) -> None:
-    """The ``round.reverted`` event (counts only: the hunks are on the round)."""
-    reasons = [h["reason"] for h in locked.reverted]
+    """The ``round.reverted`` event (counts by reason only: the hunks are on the round), and
+    ``round.lock_overridden`` when the locked version broke and the revision ships instead."""
+    reasons = [h["reason"] for h in locked.reverted if not h.get("overridden")]
     for reason in set(reasons):
         rt.metrics.reverted_hunks.labels(reason).inc(reasons.count(reason))
+    if reasons:
+        store.append_event(
+            session,
+            run_id,
+            "round.reverted",
+            {
+                "round": round,
+                "attempt": attempt,
+                "hunks": locked.hunks,
+                "reverted": len(reasons),
+                **{reason: reasons.count(reason) for reason in difflock.REASONS},
+            },
+        )
+    if locked.overridden:
+        restored = sum(1 for h in locked.reverted if h.get("overridden"))
+        _lock_overridden(
+            session,
+            run_id,
+            round,
+            attempt,
+            difflock.UNPARSABLE,
+            locked.overridden,
+            restored,
+            output_hash(locked.output),
+        )
+
+
+def _lock_overridden(
+    session: Session,
+    run_id: str,
+    round: int,
+    attempt: int,
+    reason: str,
+    detail: str,
+    restored: int,
+    digest: str,
+) -> None:
+    """The event: which version went on instead (its hash), why, and how many reverts the
+    decision undid."""
     store.append_event(
         session,
         run_id,
-        "round.reverted",
+        "round.lock_overridden",
         {
             "round": round,
             "attempt": attempt,
-            "hunks": locked.hunks,
-            "reverted": len(reasons),
-            "outside_flagged": reasons.count("outside_flagged"),
-            "locked": reasons.count("locked"),
+            "reason": reason,
+            "detail": detail,
+            "restored": restored,
+            "output_hash": digest,
         },
+    )
+
+
+@dataclass(frozen=True)
+class LockOverride:
+    """The Actor's revision ships instead of its locked version, which failed tests the
+    revision passes."""
+
+    output: str
+    evaluation: dict[str, Any]  # the revision's, with the hash of the version it evaluated
+    detail: str
+
+
+def unlocked_candidate(session: Session, run: Run, row: Round) -> str | None:
+    """What to evaluate when this round's locked version fails: the Actor's revision as
+    written, the run's locked regions still reverted (they hold whatever the tests say).
+    None when the lock did not change the revision, or that is the round's version."""
+    unlocked = row.unlocked_output
+    if not unlocked or unlocked == row.output or row.number < 2:
+        return None
+    previous = store.load_round(session, run.id, row.number - 1)
+    if previous is None:
+        return None
+    rules = difflock.LockRules(enabled=False, locked=run.locked or [], kind=run.kind)
+    candidate = difflock.enforce(rules, previous.output, unlocked, []).output
+    return None if candidate == row.output else candidate
+
+
+def _test_statuses(evaluation: dict[str, Any]) -> dict[str, str] | None:
+    tests = evaluation.get("tests")
+    if not isinstance(tests, list) or not tests:
+        return None
+    return {
+        str(t.get("id") or t.get("name")): str(t.get("status"))
+        for t in tests
+        if isinstance(t, dict)
+    }
+
+
+def unlocked_better(locked: dict[str, Any], unlocked: dict[str, Any]) -> str | None:
+    """Why the unlocked revision's evaluation beats the locked version's failing one: it
+    passes, or it fails a strict subset of the same tests (per-test results); else None."""
+    if locked.get("passed"):
+        return None
+    if unlocked.get("passed"):
+        return "The locked version failed its evaluation and the Actor's revision passes it"
+    before, after = _test_statuses(locked), _test_statuses(unlocked)
+    if before is None or after is None or before.keys() != after.keys():
+        return None
+    ok = ("passed", "skipped")
+    failing = {name for name, status in before.items() if status not in ok}
+    still = {name for name, status in after.items() if status not in ok}
+    if still < failing:
+        return (
+            f"The locked version failed {len(failing)} test(s) and the Actor's revision fails "
+            f"{len(still)} of them and no other"
+        )
+    return None
+
+
+async def prefer_unlocked(
+    evaluation: dict[str, Any],
+    candidate: str | None,
+    evaluate: Callable[[str], Awaitable[dict[str, Any]]],
+) -> LockOverride | None:
+    """A locked version that failed its evaluation: evaluate the unlocked revision too, and
+    ship it when its evaluation is better (see :func:`unlocked_better`)."""
+    if candidate is None or evaluation.get("passed"):
+        return None
+    other = await evaluate(candidate)
+    why = unlocked_better(evaluation, other)
+    if why is None:
+        return None
+    detail = f"{why}: the revision ships as written, locked regions still reverted."
+    return LockOverride(candidate, {**other, "output_hash": output_hash(candidate)}, detail)
+
+
+def apply_override(session: Session, row: Round, attempt: int, override: LockOverride) -> None:
+    """The round's version becomes the unlocked revision; its undone reverts say why."""
+    reverted = row.reverted_hunks or []
+    row.output, row.output_hash = override.output, output_hash(override.output)
+    row.reverted_hunks = difflock.mark_overridden(reverted, difflock.FAILED_TESTS, override.detail)
+    restored = sum(1 for h in reverted if h.get("reason") != difflock.LOCKED)
+    _lock_overridden(
+        session,
+        row.run_id,
+        row.number,
+        attempt,
+        difflock.FAILED_TESTS,
+        override.detail,
+        restored,
+        row.output_hash,
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -462,6 +462,7 @@ async def act(
             "responses": [r.model_dump(mode="json") for r in result.responses] or None,
             "actor_knowledge": received,
             "reverted_hunks": (locked.reverted if locked else None) or None,
+            "unlocked_output": result.output if output != result.output else None,
             "search_queries": result.search_queries or None,
             "citations": citations,
             **extra,
@@ -488,6 +489,7 @@ async def act(
                 previous = store.load_round(session, run_id, round - 1)
                 assert previous is not None
                 values["output"], values["output_hash"] = previous.output, previous.output_hash
+                values["unlocked_output"] = None
                 stop = Stop(
                     RunStatus.escalated,
                     StopReason.output_shrank,
@@ -557,7 +559,7 @@ async def evaluate(run_id: str, round: int, pause_after: bool, attempt: int = 1)
 
     def prepare(
         session: Session,
-    ) -> tuple[EvaluationJob, Evaluator | None, dict[str, Any] | None] | None:
+    ) -> tuple[EvaluationJob, Evaluator | None, dict[str, Any] | None, str | None] | None:
         run = records.load_run(session, run_id)
         if run.cancel_requested:
             _finish(rt, session, run, CANCELLED, run.rounds or None)
@@ -567,13 +569,15 @@ async def evaluate(run_id: str, round: int, pause_after: bool, attempt: int = 1)
         job = EvaluationJob(run.kind, row.output, run.tests, run.entry_point, run.json_schema)
         # best of N evaluated every draft already: the chosen one's evaluation is this round's
         reused = drafts.chosen_evaluation(row.drafts, row.output_hash)
-        return job, rt.evaluators.get(run.evaluator), reused
+        unlocked = guard.unlocked_candidate(session, run, row)  # when the lock changed it
+        return job, rt.evaluators.get(run.evaluator), reused, unlocked
 
     prepared = await _unit(rt, prepare)
     if prepared is None:
         return {"stop": _stop_dict(CANCELLED), "passed": None, "paused": False}
-    job, evaluator, reused = prepared
+    job, evaluator, reused, unlocked = prepared
     passed: bool | None = None
+    override: guard.LockOverride | None = None
     evaluation: dict[str, Any] | None = None
     if reused is not None:
         passed, evaluation = bool(reused["passed"]), reused
@@ -581,6 +585,11 @@ async def evaluate(run_id: str, round: int, pause_after: bool, attempt: int = 1)
         key = f"{run_id}:{round}:evaluator" + (f":{attempt}" if attempt > 1 else "")
         outcome = await with_retries(rt, "sandbox", lambda: evaluator.evaluate(job, key=key))
         passed, evaluation = outcome.passed, outcome.as_dict()
+        override = await guard.prefer_unlocked(
+            evaluation, unlocked, lambda text: _evaluate_unlocked(rt, evaluator, job, text, key)
+        )
+        if override is not None:
+            passed, evaluation = bool(override.evaluation["passed"]), override.evaluation
         rt.metrics.stage_latency.labels("evaluate").observe(time.perf_counter() - started)
     if evaluation is not None:
         # the version this evaluation judged: the gate ships no other on its strength
@@ -598,6 +607,8 @@ async def evaluate(run_id: str, round: int, pause_after: bool, attempt: int = 1)
         if evaluation is not None:
             row = records.load_round(session, run_id, round)
             assert row is not None
+            if override is not None:
+                guard.apply_override(session, row, attempt, override)
             row.evaluation = evaluation
             row.updated_at = utcnow()
             session.add(row)
@@ -633,6 +644,16 @@ async def evaluate(run_id: str, round: int, pause_after: bool, attempt: int = 1)
         "regressed": regressed,
         "summary": str(evaluation["summary"]) if evaluation and regressed else "",
     }
+
+
+async def _evaluate_unlocked(
+    rt: Runtime, evaluator: Evaluator, job: EvaluationJob, output: str, key: str
+) -> dict[str, Any]:
+    unlocked = replace(job, output=output)
+    outcome = await with_retries(
+        rt, "sandbox", lambda: evaluator.evaluate(unlocked, key=f"{key}:unlocked")
+    )
+    return outcome.as_dict()
 
 
 def pause_for_review(session: Session, run: Run, round: int) -> None:

@@ -196,6 +196,7 @@ class RunService:
                     responses=r.responses or [],
                     actor_knowledge=r.actor_knowledge or [],
                     reverted_hunks=r.reverted_hunks or [],
+                    unlocked_output=r.unlocked_output,
                     over_correction=r.over_correction,
                     drafts=r.drafts or [],
                     sections=r.sections or [],
