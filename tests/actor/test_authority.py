@@ -103,7 +103,7 @@ class TestRevise:
         assert reflections.count("\n[critic ") == 1
         assert reflections.count("\n[evaluator] ") == 1
         # the Actor is still told to answer the point, and it did
-        assert "answer each point with the point copied exactly" in prompt
+        assert "with the point copied exactly" in prompt
         assert response.json()["responses"][0] == {
             "point": POINT,
             "issue": None,
