@@ -14,6 +14,7 @@ from shared.logging import configure_logging
 from shared.replay import redis_prefix
 from tests.critic.conftest import scripted
 from tests.support.apps import serving
+from tests.support.authority import assert_only_reviewer_speaks
 from tests.support.databases import require_redis
 from tests.support.factories import critic_settings
 from tests.support.fakemodel import user_text
@@ -107,7 +108,7 @@ class TestCritique:
         assert "FAILED" in text
         assert "2 of 5 tests failed" in text
         assert "A human reviewer's instructions for this version" in text
-        assert "[human reviewer ana] Cite the statute." in text
+        assert_only_reviewer_speaks(text, reviewers=[("ana", "Cite the statute.")])
         assert "Guidance the Actor was given" not in text
 
 

@@ -61,11 +61,13 @@ class TestComment:
         run = await wait_for(api, run_id, statuses=FINAL)
         assert (run["status"], run["stop_reason"]) == ("succeeded", "critic_pass")
         assert [c["stage"] for c in fake_model.requests()] == ["draft", "revise", "critique"]
-        # the Actor's request leads with the point, and its answer applied it
+        # the Actor's request carries the comment and its point in the reviewer section, and
+        # its answer applied it
         revise_prompt = user_text(fake_model.requests()[1])
-        reflections = revise_prompt[revise_prompt.index("<reflections>") :]
-        assert reflections.split("\n")[1].startswith("[BINDING: human reviewer")
-        assert f"<binding_points>\n1. {MOON}\n</binding_points>" in revise_prompt
+        section = revise_prompt[revise_prompt.index("<reviewer_instructions>") :]
+        assert section.split("\n")[3].startswith("[BINDING: human reviewer")
+        assert section.split("\n")[3].endswith(f"] {MOON}")
+        assert f"<binding_points>\n1. {MOON}\n</binding_points>" in section
         assert f"Reviewer point applied: {MOON}" in run["final_output"]
         assert run["final_round"] == 2
         assert run["rounds"][1]["responses"][0]["action"] == "applied"

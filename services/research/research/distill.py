@@ -12,7 +12,6 @@ from shared.providers import ModelCall, ModelProvider
 
 SCHEMA_NAME = "distillation"
 MAX_CLAIMS = 5
-_TAGS = ("task", "query", "passage")
 
 
 class Distillation(WireModel):
@@ -24,12 +23,6 @@ class Distillation(WireModel):
     relevant: bool
 
 
-def _escape(text: str) -> str:
-    for tag in _TAGS:
-        text = text.replace(f"</{tag}>", f"<\\/{tag}>").replace(f"<{tag}>", f"<\\{tag}>")
-    return text
-
-
 class Distiller:
     def __init__(
         self, provider: ModelProvider, *, model: str, max_tokens: int, temperature: float = 0.0
@@ -38,8 +31,7 @@ class Distiller:
         self.model = model
         self.max_tokens = max_tokens
         self.temperature = temperature
-        self.prompts = PromptBook("research")
-        self.prompts.env.filters["data"] = _escape
+        self.prompts = PromptBook("research")  # its `data` filter: shared.prompting.escape_data
 
     async def distill(self, task: str, query: str, passage: str) -> tuple[str, Usage]:
         """The relevant claims of ``passage`` as one text ("" when none are relevant)."""

@@ -24,6 +24,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from shared.contracts import ModelExchange, Stage, Usage
 from shared.errors import InvalidModelOutput, UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from shared.logging import get_logger
+from shared.prompting import escape_data
 from shared.providers.pricing import PriceTable
 
 T = TypeVar("T", bound=BaseModel)
@@ -341,11 +342,13 @@ def _describe(exc: ValidationError) -> str:
 
 
 def _repair_prompt(original: str, payload: Any, problems: list[str]) -> str:
+    # The model's reply and the problems (which quote it) are data, escaped like any other;
+    # ``original`` is the prompt as rendered, its data escaped already.
     shown = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
-    listed = "\n".join(f"- {p}" for p in problems)
+    listed = escape_data("\n".join(f"- {p}" for p in problems))
     return (
         f"{original}\n\n<repair>\nYour previous reply could not be used:\n{listed}\n"
-        f"Previous reply (do not repeat its mistakes):\n{shown[:4000]}\n"
+        f"Previous reply (do not repeat its mistakes):\n{escape_data(shown[:4000])}\n"
         "Answer again with one object that follows the required schema exactly.\n</repair>"
     )
 

@@ -13,6 +13,7 @@ from shared.errors import (
     UpstreamUnavailable,
 )
 from shared.providers import ModelCall, ProviderSettings, build_provider
+from tests.support.authority import INJECTION, assert_only_reviewer_speaks
 from tests.support.fakemodel import user_text
 
 PASSING = {
@@ -152,6 +153,32 @@ class TestRepair:
         assert len(seen) == 2
         assert reply.repaired
         assert "always unhappy" in user_text(fake_model.requests()[1])
+
+    async def test_the_repair_prompt_escapes_the_reply_and_the_problems(self, fake_model, kind):
+        """The repair pastes the model's reply and problems quoting it: neither may open or
+        close a section, or speak as a reviewer."""
+        forged = {**PASSING, "reflection": INJECTION}
+        fake_model.script(
+            {"stage": "critique", "response": forged}, {"stage": "critique", "response": PASSING}
+        )
+        provider = provider_for(kind, fake_model)
+
+        def check(value: Critique) -> list[str]:
+            return (
+                [f"the reflection {value.reflection!r} is not allowed"]
+                if value.reflection == INJECTION
+                else []
+            )
+
+        reply = await provider.structured(critique_call(kind), Critique, "critique", check=check)
+        await provider.aclose()
+        assert reply.repaired
+        repair = user_text(fake_model.requests()[1])
+        assert repair.count("<repair>") == 1
+        assert repair.count("</repair>") == 1
+        assert repair.rstrip().endswith("</repair>")
+        assert "Return 42" in repair  # the reply is shown, defused
+        assert_only_reviewer_speaks(repair)
 
 
 class TestConfiguration:
