@@ -579,21 +579,22 @@ async def evaluate(run_id: str, round: int, pause_after: bool, attempt: int = 1)
     passed: bool | None = None
     override: guard.LockOverride | None = None
     evaluation: dict[str, Any] | None = None
+    # each evaluation records the hash of the version it judged: the gate ships no other on
+    # its strength
     if reused is not None:
-        passed, evaluation = bool(reused["passed"]), reused
+        passed = bool(reused["passed"])
+        evaluation = {**reused, "output_hash": output_hash(job.output)}
     elif evaluator is not None:
         key = f"{run_id}:{round}:evaluator" + (f":{attempt}" if attempt > 1 else "")
         outcome = await with_retries(rt, "sandbox", lambda: evaluator.evaluate(job, key=key))
-        passed, evaluation = outcome.passed, outcome.as_dict()
+        passed = outcome.passed
+        evaluation = {**outcome.as_dict(), "output_hash": output_hash(job.output)}
         override = await guard.prefer_unlocked(
             evaluation, unlocked, lambda text: _evaluate_unlocked(rt, evaluator, job, text, key)
         )
-        if override is not None:
+        if override is not None:  # the unlocked revision ships: its evaluation holds its hash
             passed, evaluation = bool(override.evaluation["passed"]), override.evaluation
         rt.metrics.stage_latency.labels("evaluate").observe(time.perf_counter() - started)
-    if evaluation is not None:
-        # the version this evaluation judged: the gate ships no other on its strength
-        evaluation = {**evaluation, "output_hash": output_hash(job.output)}
 
     regressed = False
 
@@ -639,6 +640,8 @@ async def evaluate(run_id: str, round: int, pause_after: bool, attempt: int = 1)
     stop = await _unit(rt, commit)
     return {
         "passed": passed,
+        # the version this round now holds (the unlocked revision, when the lock gave way)
+        "output_hash": evaluation.get("output_hash") if evaluation else None,
         "stop": _stop_dict(stop),
         "paused": stop is None and pause_after and not regressed,
         "regressed": regressed,

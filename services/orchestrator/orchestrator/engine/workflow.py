@@ -117,6 +117,7 @@ async def _over_corrected(
         return out
     seen_hashes[-1] = out["output_hash"]
     evaluation = await evaluate(run_id, number, pause, retry)
+    seen_hashes[-1] = evaluation.get("output_hash") or seen_hashes[-1]
     if _stopped(evaluation) is not None or not evaluation.get("regressed"):
         return evaluation
     return await guard.keep_better(run_id, number, retry, "evaluation", pause)
@@ -199,6 +200,8 @@ async def _loop(run_id: str, number: int, stage: str) -> str:
             evaluation = await evaluate(run_id, number, pause, attempt)
             if (status := _stopped(evaluation)) is not None:
                 return status
+            if evaluation.get("output_hash"):  # the lock gave way: the revision is this round's
+                seen_hashes[-1] = evaluation["output_hash"]
             if evaluation.get("regressed"):
                 evaluation = await _over_corrected(
                     run_id, number, attempt, pause, seen_hashes, evaluation["summary"]
