@@ -18,6 +18,8 @@ DATA_TAGS = (
     "lessons",
     "knowledge",
     "repair",
+    "uncertainties",
+    "unverified",
 )
 
 
