@@ -5,11 +5,11 @@ Queries come from the previous critique (its ``queries`` for the claims the Crit
 verify) and from the version itself (the Actor's ``search_queries``, the ``[UNCERTAIN: ...]``
 markers of its output, then its ``uncertainties``), in that order; they are deduplicated
 (also against what earlier rounds searched) and capped here, and the Research service's own
-gate judges the rest. Each
-round's evidence is the previous round's, whose numbers never change (what a version cites
-stays valid), plus the new sources numbered on. The step is durable and idempotent: the round
-keeps what it found (``rounds[].research``), and a step that runs again after a crash, or a
-second critique of the same round, reuses it instead of searching again.
+gate judges the rest. Each round's evidence is the previous round's, whose numbers never
+change (what a version cites stays valid), plus the new sources numbered on. The step is
+durable and idempotent: the round keeps what it found (``rounds[].research``), and a step
+that runs again after a crash, or a second critique of the same round, reuses it instead of
+searching again.
 
 Research never stalls a run: a service that is not configured, unreachable, failing or over
 ``ORCHESTRATOR_RESEARCH_BUDGET_S`` makes the round ``degraded`` (each query in
