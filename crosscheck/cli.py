@@ -389,7 +389,8 @@ def run(
         bool | None,
         typer.Option(
             "--research/--no-research",
-            help="Search for evidence before each critique (server default: at depth L2).",
+            help="Search for evidence before each critique (server default: when the "
+            "critique runs at L2 or L3, as the legal and medical profiles do).",
             show_default=False,
         ),
     ] = None,

@@ -23,6 +23,10 @@ MAX_POINT_CHARS = 2_000
 MIN_JUSTIFICATION_CHARS = 120
 MAX_ISSUES = 50
 MAX_EVIDENCE = 30
+MAX_UNCERTAINTIES = 20  # an Actor's uncertainties the Critic is asked to check
+MAX_UNCERTAINTY_CHARS = 500
+MAX_UNVERIFIED = 10  # failed research queries a revision is told about
+MAX_REASON_CHARS = 500
 
 TaskText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TASK_CHARS)]
 OutputText = Annotated[str, StringConstraints(max_length=MAX_OUTPUT_CHARS)]
@@ -181,6 +185,11 @@ class ReviseRequest(WireModel):
         default=[],
         description="Research evidence for this revision: the Actor cites a source as `[n]` "
         "and lists `[n] URL` references, drawn only from these.",
+    )
+    unverified: Annotated[list[Unverified], Field(max_length=MAX_UNVERIFIED)] = Field(
+        default=[],
+        description="Research queries that failed, with the reason: the Actor must not state "
+        "their claims as verified fact (it marks them or says they could not be verified).",
     )
 
 
@@ -365,6 +374,14 @@ class CritiqueRequest(WireModel):
         "then counts as `revise` (the caller's low-confidence threshold when no person is "
         "asked); null: any confidence.",
     )
+    uncertainties: Annotated[
+        list[Annotated[str, StringConstraints(max_length=MAX_UNCERTAINTY_CHARS)]],
+        Field(max_length=MAX_UNCERTAINTIES),
+    ] = Field(
+        default=[],
+        description="What the author (the Actor) said it was unsure of in this version; the "
+        "Critic checks these claims especially.",
+    )
 
 
 class BindingCheck(WireModel):
@@ -505,7 +522,12 @@ class ResearchRequest(WireModel):
         list[Annotated[str, StringConstraints(max_length=MAX_QUERY_CHARS)]],
         Field(min_length=1, max_length=MAX_RESEARCH_QUERIES),
     ]
-    time_sensitivity: TimeSensitivity = TimeSensitivity.normal
+    time_sensitivity: TimeSensitivity = Field(
+        default=TimeSensitivity.normal,
+        description="How long the results are cached. A query about a moving figure (a "
+        "price, a rate, a stock, a score, today, now, current, latest, this week/month/year) "
+        "is always cached as `high`; this sets the others.",
+    )
 
 
 class Evidence(WireModel):
@@ -533,6 +555,13 @@ class Evidence(WireModel):
 class FailedQuery(WireModel):
     query: str
     reason: str
+
+
+class Unverified(WireModel):
+    """A claim research could not check: the query that failed and why."""
+
+    query: Annotated[str, StringConstraints(max_length=MAX_QUERY_CHARS)]
+    reason: Annotated[str, StringConstraints(max_length=MAX_REASON_CHARS)]
 
 
 class ResearchResult(WireModel):

@@ -192,16 +192,24 @@ class Policy(WireModel):
     )
     research: StrictBool | None = Field(
         default=None,
-        description="Research before each critique: search queries from the draft, its "
-        "[UNCERTAIN: ...] markers and the previous critique go to the Research service, and "
-        "the evidence to the Critic and the next revision. null: on when `depth` is L2 and "
-        "the orchestrator has a research service (ORCHESTRATOR_RESEARCH_URL); true: on at any "
-        "depth; false: off.",
+        description="Research before each critique: search queries from the previous "
+        "critique, the draft, its [UNCERTAIN: ...] markers and its uncertainties go to the "
+        "Research service, and the evidence to the Critic and the next revision. null: on "
+        "when the critique's depth is L2 or L3 and the orchestrator has a research service "
+        "(ORCHESTRATOR_RESEARCH_URL); that depth is `depth` when set, else the profile's "
+        "default (legal L2, medical L3), `auto` by the profile's risk (high L3, medium L2, "
+        "low L1), resolved once when the run is created (the Critic's profile list "
+        "unavailable then: on only when `depth` is L2). true: on at any depth; false: off.",
     )
     require_citations: StrictBool = Field(
         default=False,
         description="With research evidence, a revision's new factual sentences must each "
         "cite a source `[n]`; an uncited one fails the citation check like a bad reference.",
+    )
+    latency_budget_s: Annotated[float, Field(gt=0, le=3600)] | None = Field(
+        default=None,
+        description="How long each critique may take, in seconds (0 < s <= 3600): with "
+        "`depth` auto the Critic steps down to the deepest depth whose own budget fits.",
     )
 
 

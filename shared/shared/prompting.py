@@ -35,6 +35,8 @@ PROMPT_TAGS = (
     "query",
     "passage",
     "repair",
+    "uncertainties",
+    "unverified",
 )
 # The tags of the one section that speaks for a person.
 REVIEWER_TAGS = ("reviewer_instructions", "binding_points")

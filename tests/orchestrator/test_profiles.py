@@ -103,3 +103,58 @@ class TestDegraded:
         run = await wait_for(api, run_id)
         assert (run["status"], run["stop_reason"]) == ("succeeded", "critic_pass")
         assert run["rounds"][0]["critique"]["degraded"] is True
+
+
+class TestLatencyBudget:
+    async def test_the_budget_reaches_the_critic_and_auto_steps_down(self, api, fake_model):
+        async def depth_of(**policy) -> dict:
+            fake_model.reset()
+            fake_model.script({"stage": "critique", "response": PASS})
+            body = {"profile": "medical", "depth": "auto", "max_rounds": 1, **policy}
+            run = await wait_for(api, await start(api, task="Paracetamol dose?", policy=body))
+            assert run["policy"]["latency_budget_s"] == policy.get("latency_budget_s")
+            return run["rounds"][0]["critique"]
+
+        # medical is high-risk: auto is L3 (its budget 180 s) unless the caller cannot wait
+        unhurried = await depth_of()
+        assert (unhurried["depth"], unhurried["requested_depth"]) == ("L3", "auto")
+        hurried = await depth_of(latency_budget_s=100)  # L2's 0.5 s fits, L3's 180 s not
+        assert (hurried["depth"], hurried["requested_depth"]) == ("L2", "auto")
+        assert hurried["degraded"] is False
+        [call] = [c for c in fake_model.requests() if c["stage"] == "critique"]
+        assert "Depth L2, evidence" in call["body"]["system"]
+        rushed = await depth_of(latency_budget_s=0.1)  # nothing fits: L1 at least
+        assert rushed["depth"] == "L1"
+
+    async def test_the_budget_does_not_change_a_fixed_depth(self, api, fake_model):
+        fake_model.script({"stage": "critique", "response": PASS})
+        policy = {"profile": "medical", "depth": "L3", "latency_budget_s": 1, "max_rounds": 1}
+        run = await wait_for(api, await start(api, task="Paracetamol dose?", policy=policy))
+        assert run["rounds"][0]["critique"]["depth"] == "L3"
+
+    @pytest.mark.parametrize(
+        ("value", "message"),
+        [
+            (0, "greater than 0"),
+            (-5, "greater than 0"),
+            (3601, "less than or equal to 3600"),
+            ("soon", "valid number"),
+        ],
+    )
+    async def test_a_budget_out_of_bounds_is_a_422_naming_it(self, api, fake_model, value, message):
+        response = await api.post(
+            "/v1/runs", json={"task": "Explain tides.", "policy": {"latency_budget_s": value}}
+        )
+        assert response.status_code == 422, response.text
+        [error] = response.json()["detail"]
+        assert error["loc"][-1] == "latency_budget_s"
+        assert message in error["msg"]
+        assert (await api.get("/v1/runs")).json()["items"] == []
+
+    async def test_the_boundary_3600_is_accepted(self, api):
+        response = await api.post(
+            "/v1/runs", json={"task": "Explain tides.", "policy": {"latency_budget_s": 3600}}
+        )
+        assert response.status_code == 201, response.text
+        run = (await api.get(f"/v1/runs/{response.json()['id']}")).json()
+        assert run["policy"]["latency_budget_s"] == 3600

@@ -196,6 +196,7 @@ class ActorService:
             points=request.binding_points,
             issues=request.issues,
             evidence=request.evidence,
+            unverified=request.unverified,
         )
         call = ModelCall(
             stage=Stage.revise,

@@ -311,6 +311,7 @@ class CriticService:
                 declined=request.declined,
                 output=request.output,
                 evidence=request.evidence,
+                uncertainties=request.uncertainties,
                 ask_queries=asks_for_queries(request, plan.depth),
             ),
             max_tokens=min(plan.max_tokens, self.max_tokens),

@@ -106,6 +106,9 @@ class Run(SQLModel, table=True):
     human_rounds: int = 0  # rounds a person started: they do not count against max_rounds
     callback_url: str | None = Field(default=None, max_length=2000)  # this run's webhooks
     locked: list[str] | None = json_column()  # texts of the task no revision may change
+    # The depth its critiques default to, resolved once at creation from the Critic's
+    # profiles (policy.research null: research when L2 or L3); null: not resolved.
+    critique_depth: str | None = Field(default=None, max_length=8)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
     finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime())

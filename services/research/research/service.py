@@ -2,7 +2,8 @@
 
 Nothing is silently dropped: a query the gate refuses, a backend that fails or runs over its
 budget, each comes back in ``failed_queries``; a backend failure makes the answer
-``degraded``, never an error. Failed queries are not cached.
+``degraded``, never an error. Failed queries are not cached; a query about a moving figure
+(research.freshness) is cached for the short lifetime, the others for the request's.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from research.backends import BackendFailed, Hit, SearchBackend
 from research.cache import Clock, ResultCache, cache_key
 from research.distill import Distiller
+from research.freshness import sensitivity
 from research.gate import gate, normalise
 from research.settings import ResearchSettings
 from shared.contracts import (
@@ -153,7 +155,7 @@ class ResearchService:
             log.warning("research query failed", backend=self.backend.name, reason=exc.reason)
             return FailedQuery(query=query, reason=exc.reason)
         if self.cache is not None and complete:
-            ttl = self.settings.ttl_s(request.time_sensitivity)
+            ttl = self.settings.ttl_s(sensitivity(query, request.time_sensitivity))
             try:
                 await self.cache.put(key, items, ttl)
             except Exception as exc:  # a cache that fails costs speed, never the answer

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from orchestrator.engine.policy import output_hash
+from orchestrator.engine.research import for_critic
 from orchestrator.evaluators.base import EvaluationJob, Evaluator
 from shared.contracts import ActorResult, CritiqueRequest, CritiqueResult, DraftRequest, Evaluation
 
@@ -107,7 +108,11 @@ async def make(
             else None
         )
         judge = critique_template.model_copy(
-            update={"output": result.output, "evaluation": evaluation}
+            update={
+                "output": result.output,
+                "evaluation": evaluation,
+                "uncertainties": for_critic(result.uncertainties),
+            }
         )
         candidate.critique = await retry("critic", lambda: critique(judge, candidate.critic_key))
         return candidate

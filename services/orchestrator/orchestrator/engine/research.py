@@ -1,18 +1,22 @@
 """Research in the loop: before a round's critique, the claims that need checking are
 searched, and the evidence goes to the Critic and to the next revision.
 
-Queries come from the version itself (the Actor's ``search_queries`` and the
-``[UNCERTAIN: ...]`` markers of its output) and from the previous critique (its ``queries``
-for the claims the Critic could not verify); they are deduplicated (also against what earlier
-rounds searched) and capped here, and the Research service's own gate judges the rest. Each
-round's evidence is the previous round's, whose numbers never change (what a version cites
-stays valid), plus the new sources numbered on. The step is durable and idempotent: the round
-keeps what it found (``rounds[].research``), and a step that runs again after a crash, or a
-second critique of the same round, reuses it instead of searching again.
+Queries come from the previous critique (its ``queries`` for the claims the Critic could not
+verify) and from the version itself (the Actor's ``search_queries``, the ``[UNCERTAIN: ...]``
+markers of its output, then its ``uncertainties``), in that order; they are deduplicated
+(also against what earlier rounds searched) and capped here, and the Research service's own
+gate judges the rest. Each round's evidence is the previous round's, whose numbers never
+change (what a version cites stays valid), plus the new sources numbered on. The step is
+durable and idempotent: the round keeps what it found (``rounds[].research``), and a step
+that runs again after a crash, or a second critique of the same round, reuses it instead of
+searching again.
 
 Research never stalls a run: a service that is not configured, unreachable, failing or over
 ``ORCHESTRATOR_RESEARCH_BUDGET_S`` makes the round ``degraded`` (each query in
-``failed_queries`` with the reason), and the critique then runs at L1, marked degraded.
+``failed_queries`` with the reason), and the critique then runs at L1, marked degraded. The
+queries that failed reach every later revision (``unverified``), which must say that their
+claims could not be verified; the Actor's uncertainties also reach the Critic, to be checked
+especially.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import asyncio
 import re
 from typing import Any, Protocol
 
+import sqlalchemy as sa
 from dbos import DBOS
 from sqlmodel import Session
 
@@ -30,12 +35,17 @@ from shared.citations import CitationReport, validate_citations
 from shared.contracts import (
     MAX_EVIDENCE,
     MAX_QUERY_CHARS,
+    MAX_REASON_CHARS,
+    MAX_UNCERTAINTIES,
+    MAX_UNCERTAINTY_CHARS,
+    MAX_UNVERIFIED,
     Depth,
     Evidence,
     FailedQuery,
     ResearchRequest,
     ResearchResult,
     ResearchStatus,
+    Unverified,
     normalise_query,
 )
 from shared.orchestration import Policy
@@ -86,11 +96,15 @@ class BudgetedResearch:
         await self.client.aclose()
 
 
-def research_on(policy: Policy, configured: bool) -> bool:
-    """``policy.research``: true on at any depth, false off, null on when the critique depth
-    is L2 and a research service is configured."""
+def research_on(policy: Policy, configured: bool, depth: str | None = None) -> bool:
+    """``policy.research``: true on at any depth, false off, null on when a research service
+    is configured and the critique's ``depth`` (``runs.critique_depth``, resolved from the
+    profile when the run was created) is L2 or L3. A run whose depth was not resolved (the
+    Critic's profiles were unavailable then) researches when ``policy.depth`` is L2."""
     if policy.research is not None:
         return policy.research
+    if depth is not None:
+        return configured and depth in (Depth.L2.value, Depth.L3.value)
     return configured and policy.depth is Depth.L2
 
 
@@ -114,6 +128,51 @@ def collect_queries(*groups: list[str], searched: list[str] | None = None) -> li
             seen.add(key)
             out.append(query)
             if len(out) == MAX_QUERIES:
+                return out
+    return out
+
+
+def for_critic(uncertainties: list[str] | None) -> list[str]:
+    """A version's uncertainties as the Critic receives them: tidied, without blanks or
+    duplicates, each cut to ``MAX_UNCERTAINTY_CHARS``, at most ``MAX_UNCERTAINTIES``."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for raw in uncertainties or []:
+        text = _SPACE.sub(" ", raw).strip()[:MAX_UNCERTAINTY_CHARS]
+        key = normalise_query(text)
+        if key and key not in seen:
+            seen.add(key)
+            out.append(text)
+    return out[:MAX_UNCERTAINTIES]
+
+
+_EARLIER_RESEARCH = (
+    sa.select(store.ROUNDS.c.research)
+    .where(
+        store.ROUNDS.c.run_id == sa.bindparam("run_id"),
+        store.ROUNDS.c.number < sa.bindparam("number"),
+    )
+    .order_by(store.ROUNDS.c.number)
+)
+
+
+def unverified_before(session: Session, run_id: str, round: int) -> list[Unverified]:
+    """The queries that failed in the research of the rounds before ``round``, with their
+    reasons, once each: their claims could not be verified (a failed query is not searched
+    again), so every later revision is told, at most ``MAX_UNVERIFIED``."""
+    rows = session.connection().execute(_EARLIER_RESEARCH, {"run_id": run_id, "number": round})
+    seen: set[str] = set()
+    out: list[Unverified] = []
+    for (found,) in rows:
+        for failed in (found or {}).get("failed_queries") or []:
+            query = _SPACE.sub(" ", str(failed.get("query") or "")).strip()
+            key = normalise_query(query)
+            if not key or key in seen:
+                continue
+            seen.add(key)
+            reason = str(failed.get("reason") or "no reason given")
+            out.append(Unverified(query=query[:MAX_QUERY_CHARS], reason=reason[:MAX_REASON_CHARS]))
+            if len(out) == MAX_UNVERIFIED:
                 return out
     return out
 
@@ -196,7 +255,7 @@ async def research(run_id: str, round: int) -> dict[str, Any]:
             return row.research
         previous = store.load_round(session, run_id, round - 1)
         asked = list((previous.critique or {}).get("queries") or []) if previous else []
-        own = [*(row.search_queries or []), *markers(row.output)]
+        own = [*(row.search_queries or []), *markers(row.output), *(row.uncertainties or [])]
         earlier = evidence_of(previous.research) if previous else []
         searched = [
             q

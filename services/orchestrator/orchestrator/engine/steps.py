@@ -338,6 +338,7 @@ async def act(
             binding_points=run.binding_points or [],
             issues=discipline.numbered(previous.critique),
             evidence=evidence[:MAX_EVIDENCE],
+            unverified=research.unverified_before(session, run_id, round),
         )
         failed = previous.evaluation is not None and not previous.evaluation.get("passed")
         parts = None
@@ -430,7 +431,9 @@ async def act(
         policy = Policy.model_validate(run.policy)
         out["policy"] = run.policy
         out["evaluator"] = run.evaluator
-        out["research"] = research.research_on(policy, bool(rt.settings.research_url))
+        out["research"] = research.research_on(
+            policy, bool(rt.settings.research_url), run.critique_depth
+        )
         changes = store.RunChanges({"rounds": max(run.rounds, round)})
         points_open = bool(run.binding_points)
         for call_key, call_result, role, call_stage in calls:
@@ -731,6 +734,7 @@ def _critique_request(
         ),
         declined=declined or [],
         min_pass_confidence=gate.min_pass_confidence(policy),
+        latency_budget_s=policy.latency_budget_s,
     )
 
 
@@ -773,6 +777,8 @@ async def critique(
         request = _critique_request(
             rt, session, run, policy, row.output, round, evaluation, vector, declined
         )
+        # what the author was unsure of: the Critic checks it especially
+        request.uncertainties = research.for_critic(row.uncertainties)
         parts = sectioned.parts_of(policy.section_chars, row.output, run.kind)
         requested = policy.depth.value if policy.depth else None
         if row.research is not None:
@@ -1083,7 +1089,9 @@ async def resume_state(run_id: str, round: int, stage: str) -> dict[str, Any]:
         )
         return {
             "unevaluated": unevaluated,
-            "research": research.research_on(policy, bool(rt.settings.research_url)),
+            "research": research.research_on(
+                policy, bool(rt.settings.research_url), run.critique_depth
+            ),
             "hashes": [r.output_hash for r in earlier],
             "signature": critique_signature(before.critique)
             if before and before.critique

@@ -60,6 +60,7 @@ _RUN_COLUMNS = (
     RUNS.c.binding_attempts,
     RUNS.c.human_rounds,
     RUNS.c.locked,
+    RUNS.c.critique_depth,
 )
 _SELECT_RUN = sa.select(*_RUN_COLUMNS).where(RUNS.c.id == sa.bindparam("run_id"))
 
@@ -89,6 +90,7 @@ class RunState:
     binding_attempts: int
     human_rounds: int
     locked: list[str] | None
+    critique_depth: str | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,7 @@ class RoundState:
     research: dict[str, Any] | None = None
     citations: dict[str, Any] | None = None
     provenance: str = "actor"  # "human": a reviewer's edit
+    uncertainties: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -192,6 +195,7 @@ _SELECT_ROUND = sa.select(
     ROUNDS.c.research,
     ROUNDS.c.citations,
     ROUNDS.c.provenance,
+    ROUNDS.c.uncertainties,
 ).where(ROUNDS.c.run_id == sa.bindparam("run_id"), ROUNDS.c.number == sa.bindparam("number"))
 
 

@@ -18,7 +18,9 @@ from orchestrator.engine import records
 from orchestrator.engine.launch import start_run
 from orchestrator.evaluators.schema import check_schema
 from orchestrator.events.hub import EventHub
+from orchestrator.knowledge.profiles import ProfileCatalog
 from orchestrator.runs.service import MAX_PAGE, MAX_QUERY, RunService
+from orchestrator.tables import Run
 from shared.aio import wait_until_set
 from shared.orchestration import (
     FINAL_STATUSES,
@@ -136,13 +138,23 @@ async def create_run(
     if body.json_schema is not None:
         # Refused here (422 naming the problem), not found out later by the running workflow.
         await asyncio.to_thread(check_schema, body.json_schema)
+    profiles: ProfileCatalog = request.app.state.profiles
     if body.policy.profile is not None:
-        await request.app.state.profiles.require(body.policy.profile, body.kind)
+        await profiles.require(body.policy.profile, body.kind)
+    depth = None
+    if body.policy.research is None and request.app.state.settings.research_url:
+        # decided here, once, and kept on the run: a step re-run after a crash must decide
+        # the same, whatever the Critic's list says by then
+        depth = await profiles.effective_depth(body.policy, body.kind)
+
+    def create(s: Session) -> tuple[Run, bool]:
+        return service.create(s, caller, body, idempotency_key, critique_depth=depth)
+
     try:
-        run, created = await db.run(lambda s: service.create(s, caller, body, idempotency_key))
+        run, created = await db.run(create)
     except IntegrityError:
         # Two requests raced with one key: the loser replays the winner's run.
-        run, created = await db.run(lambda s: service.create(s, caller, body, idempotency_key))
+        run, created = await db.run(create)
     # only a new run appended an event (run.created): wake only the feeds that follow it
     request.app.state.hub.notify({"run.created"} if created else ())
     if created:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from typing import Any
 
 import sqlalchemy as sa
 from sqlmodel import Session, col, or_, select
@@ -16,7 +17,7 @@ from orchestrator.events.repository import append_event
 from orchestrator.tables import ModelCall, ReviewItem, Run, new_id, utcnow
 from orchestrator.webhooks import outbox
 from orchestrator.webhooks.service import WebhookRefused
-from shared.contracts import TaskKind
+from shared.contracts import Depth, TaskKind
 from shared.errors import BadRequest, Conflict, Forbidden, NotFound
 from shared.orchestration import (
     EvaluatorKind,
@@ -85,10 +86,13 @@ def load_visible(session: Session, principal: Principal, run_id: str) -> Run:
 
 
 def request_hash(body: RunCreate) -> str:
-    # Without a callback_url the hash is what it was before the field existed.
-    skip = {"callback_url"} if body.callback_url is None else set()
+    # Without a callback_url (locked, policy.latency_budget_s) the hash is what it was before
+    # the field existed.
+    skip: dict[str, Any] = {"callback_url": True} if body.callback_url is None else {}
     if not body.locked:
-        skip.add("locked")
+        skip["locked"] = True
+    if body.policy.latency_budget_s is None:
+        skip["policy"] = {"latency_budget_s"}
     return hashlib.sha256(
         json.dumps(body.model_dump(mode="json", exclude=skip), sort_keys=True).encode()
     ).hexdigest()
@@ -99,9 +103,16 @@ _INSERT_RUN = store.RUNS.insert()
 
 class RunService:
     def create(
-        self, session: Session, principal: Principal, body: RunCreate, idempotency_key: str | None
+        self,
+        session: Session,
+        principal: Principal,
+        body: RunCreate,
+        idempotency_key: str | None,
+        critique_depth: Depth | None = None,
     ) -> tuple[Run, bool]:
-        """A new run, or the one this key already created (same body) -> (run, created)."""
+        """A new run, or the one this key already created (same body) -> (run, created).
+        ``critique_depth``: the depth its critiques default to, as resolved from the
+        Critic's profiles (None: not resolved)."""
         digest = request_hash(body)
         if idempotency_key:
             existing = session.exec(
@@ -138,6 +149,7 @@ class RunService:
             tags=body.tags,
             callback_url=body.callback_url,
             locked=body.locked or None,
+            critique_depth=critique_depth.value if critique_depth else None,
         )
         # Core, not the ORM: the row and its event as two plain INSERTs (the unit of work
         # cost more than the SQL on every run's creation). The run stays detached.
