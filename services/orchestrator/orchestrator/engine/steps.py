@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -401,14 +401,20 @@ async def act(
         output = locked.output
     digest = output_hash(output)
     answered = [r.model_dump(mode="json") for r in result.responses]
-    unsourced = (
-        discipline.unsourced(prepared.previous_critique, answered, output) if revising else []
-    )
+    unsourced: list[discipline.Unsourced] = []
+    if isinstance(request, ReviseRequest):  # a claimed source is checked against these
+        given = discipline.Sources(request.task, request.evidence, request.knowledge)
+        unsourced = discipline.unsourced(prepared.previous_critique, answered, output, given)
     citations: dict[str, Any] | None = None
     citation_note = ""
     if revising and prepared.evidence:
         report, citations = research.check_citations(
-            output, prepared.evidence, prepared.previous_output, prepared.require_citations
+            output,
+            prepared.evidence,
+            prepared.previous_output,
+            prepared.require_citations,
+            task=request.task,
+            flagged=[i.quote for i in discipline.numbered(prepared.previous_critique) if i.quote],
         )
         citation_note = report.reflection()
         rt.metrics.citation_checks.labels(str(report.ok).lower()).inc()
@@ -680,6 +686,7 @@ class _CritiqueInput:
     research: dict[str, Any] | None = None  # this round's research step, if it ran
     requested_depth: str | None = None  # the policy's depth, before research degraded it
     citations_failed: bool = False  # this version's references are not the evidence's
+    citations_reason: str = ""  # what the failed check found, for the run's detail
 
 
 def _critique_request(
@@ -779,6 +786,7 @@ async def critique(
             research=row.research,
             requested_depth=requested,
             citations_failed=row.citations is not None and not row.citations.get("ok", True),
+            citations_reason=research.citations_reason(row.citations),
         )
 
     vector = await rt.knowledge.run_vector(rt.db, run_id)
@@ -947,6 +955,11 @@ async def critique(
             unmet_points=unmet if run.binding_points else [],
             unmet_attempts=run.binding_attempts + 1 if run.binding_points and unmet else 0,
         )
+        if stop is not None and stop.status is RunStatus.escalated and prepared.citations_reason:
+            # the person deciding sees why a pass was held back, not only that none came
+            held = "the critic passed it, but" if doc["verdict"] == "pass" else "also,"
+            why = f"round {round}: {held} its {prepared.citations_reason}"
+            stop = replace(stop, detail=f"{stop.detail}; {why}" if stop.detail else why)
         if stop is not None:
             store.update_run(session, run, changes)
             _finish_run(rt, session, run_id, stop, round)
