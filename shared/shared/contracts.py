@@ -201,7 +201,7 @@ class PointResponse(WireModel):
     source: str = Field(
         default="",
         description="For a hallucination issue kept in the output: the source that supports "
-        'the claim, as `[n]`, `evidence:[n]` or the URL of the evidence the revision was given, '
+        "the claim, as `[n]`, `evidence:[n]` or the URL of the evidence the revision was given, "
         '`knowledge:<id>` of a knowledge entry it received, or `task: "<exact span>"` of the '
         "task (at least 3 words). Checked: every number and name of the claim must appear in "
         "the source; any other source leaves the issue open.",

@@ -54,7 +54,7 @@ class TestWrongSource:
         assert "there is no evidence [3]: cite that source as [1]" in report.problems[0].message
 
     def test_a_url_outside_the_evidence_stays_url_not_in_evidence(self):
-        text = f"It opened in 1937 [1].\n\n[1] https://made.up/\n"
+        text = "It opened in 1937 [1].\n\n[1] https://made.up/\n"
         assert kinds(validate_citations(text, EVIDENCE)) == [("url_not_in_evidence", 1)]
 
 
@@ -113,7 +113,7 @@ class TestUncitedClaim:
         ("it opened in May.", "a date"),
         ("the bridge was designed by Strauss.", "a name"),
         ("the engineers at NASA agree.", "a name"),
-        ("locals call it \"the bridge\".", "a quotation"),
+        ('locals call it "the bridge".', "a quotation"),
         ("locals call it “the bridge”.", "a quotation"),
         ("locals call it 'the bridge'.", "a quotation"),
         ("it is the tallest of its kind.", "a span the critic flagged"),
