@@ -38,7 +38,7 @@ MIN_TASK_SPAN_WORDS = 3
 SOURCE_FORMS = (
     "`[n]` or `evidence:[n]` (a source of the <evidence> you were given) or its URL, "
     "`knowledge:<id>` (an entry of the <knowledge> you were given), or "
-    '`task: "<exact words of the task>"` (at least 3 words)'
+    f'`task: "<exact words of the task>"` (at least {MIN_TASK_SPAN_WORDS} words)'
 )
 _SPACE = re.compile(r"\s+")
 _TASK_SPAN = re.compile(r"task\s*:\s*(?:\"([^\"]*)\"|“([^”]*)”)", re.IGNORECASE)
