@@ -151,7 +151,7 @@ class RevisionIssue(WireModel):
     hallucination: bool = Field(
         default=False,
         description="The critique classed this as a hallucination: the revision must remove "
-        "the quoted claim or name its source in the answer's `source`.",
+        "the quoted claim or name a source that supports it in the answer's `source`.",
     )
 
 
@@ -209,7 +209,11 @@ class PointResponse(WireModel):
     where: str = ""
     source: str = Field(
         default="",
-        description="For a hallucination issue kept in the output: where the claim comes from.",
+        description="For a hallucination issue kept in the output: the source that supports "
+        "the claim, as `[n]`, `evidence:[n]` or the URL of the evidence the revision was given, "
+        '`knowledge:<id>` of a knowledge entry it received, or `task: "<exact span>"` of the '
+        "task (at least 3 words). Checked: every number and name of the claim must appear in "
+        "the source; any other source leaves the issue open.",
     )
 
 

@@ -1,8 +1,9 @@
 """The evidence panel in a real browser (Streamlit's own HTML sanitizer in the way): each
-``[n]`` of the output is a link that scrolls to evidence n and highlights it, the invalid
-``[7]`` is marked, and the hostile evidence (a ``javascript:`` URL, markup in its title and
-snippet) shows as text: no dialog opens, no image loads, no link leads anywhere but the page
-itself and the evidence's http(s) URL."""
+``[n]`` of the output is a link that scrolls to the evidence its own reference line names and
+highlights it (``[4]``, listing evidence 1's URL, leads there and says so beside it), the
+invalid ``[2]`` and ``[7]`` are marked, and the hostile evidence (a ``javascript:`` URL, markup
+in its title and snippet) shows as text: no dialog opens, no image loads, no link leads
+anywhere but the page itself and the evidence's http(s) URL."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from playwright.sync_api import Dialog, Request, sync_playwright
 
 from tests.browser.conftest import CHROMIUM_ARGS, START_S, keep_artifact, screenshot
 from tests.support.servers import free_port
-from tests.ui.test_evidence import HOSTILE_SNIPPET, HOSTILE_TITLE
+from tests.ui.test_evidence import HOSTILE_SNIPPET, HOSTILE_TITLE, NO_URL
 
 PAGE = Path(__file__).with_name("evidence_page.py")
 
@@ -81,11 +82,17 @@ def test_citations_link_to_their_evidence_and_hostile_evidence_is_text(
             cites = page.eval_on_selector_all(
                 "a.cc-cite", "els => els.map(e => e.getAttribute('href'))"
             )
-            assert cites == ["#cc-ev-2-1", "#cc-ev-2-2", "#cc-ev-2-3", "#cc-ev-2-1"]
+            assert cites == ["#cc-ev-2-1", "#cc-ev-2-3", "#cc-ev-2-1", "#cc-ev-2-3"]
             bad = page.eval_on_selector_all(
                 ".cc-cite-bad", "els => els.map(e => e.getAttribute('title'))"
             )
-            assert bad == ["[7] has no reference line"]
+            assert bad == [NO_URL, "[7] has no reference line", NO_URL]
+            mismatched = page.eval_on_selector_all(
+                "a.cc-cite-mismatch",
+                "els => els.map(e => [e.dataset.cite, e.getAttribute('href'),"
+                " e.nextElementSibling.textContent])",
+            )
+            assert mismatched == [["4", "#cc-ev-2-1", " (lists evidence [1])"]] * 2
             hrefs = page.eval_on_selector_all(
                 "a[href]", "els => els.map(e => e.getAttribute('href'))"
             )
@@ -100,7 +107,7 @@ def test_citations_link_to_their_evidence_and_hostile_evidence_is_text(
             box = target.bounding_box()
             assert box is not None
             assert box["y"] > 900  # below the fold before the click
-            page.locator("a.cc-cite[href='#cc-ev-2-3']").click()
+            page.locator("a.cc-cite[href='#cc-ev-2-3']").first.click()
             page.wait_for_function(
                 "() => { const r = document.querySelector('#cc-ev-2-3').getBoundingClientRect();"
                 " return r.top >= 0 && r.bottom <= window.innerHeight; }"

@@ -536,3 +536,186 @@ def test_earlier_evidence_keeps_its_numbers():
 
     merged = merge([ev(1, "a"), ev(2, "b")], [ev(1, "b"), ev(2, "c")])
     assert [(e.n, e.url) for e in merged] == [(1, "a"), (2, "b"), (3, "c")]
+
+
+# ------------------------------------------------- citations bound to their evidence
+
+EIFFEL = "# Eiffel Tower\n\nThe Eiffel Tower in Paris is 330 metres tall.\n"
+TWO_TASK = "When did the Golden Gate Bridge open, and how tall is the Eiffel Tower?"
+TWO_QUERIES = [QUERY, "Eiffel Tower height"]
+
+
+def both(first: str, second: str, body_extra: str = "") -> str:
+    """A revision citing the opening year as [1] and the height as [2], listing ``first``
+    and ``second`` as their URLs."""
+    return (
+        "The Golden Gate Bridge opened in 1937 [1]. The Eiffel Tower is 330 metres tall [2].\n"
+        f"{body_extra}\nReferences\n[1] {first}\n[2] {second}\n"
+    )
+
+
+class TestCitationsBoundToEvidence:
+    """Two sources (the bridge as evidence 1, the tower as evidence 2); the Critic passes
+    the revision, the citation check holds the pass back and says why, in the round, in
+    the Actor's next reflection and in the escalated run's detail."""
+
+    @pytest.fixture
+    def eiffel(self, tmp_path, document) -> Path:
+        path = document.parent / "eiffel.md"
+        path.write_text(EIFFEL)
+        return path
+
+    @pytest.fixture
+    def research_app(self, tmp_path, fake_model, service_token, document, eiffel):
+        index = CorpusIndex(tmp_path / "corpus.sqlite")
+        index.add_many([read_document(document), read_document(eiffel)])
+        index.close()
+        settings = research_settings(fake_model, service_token, tmp_path, distill=False)
+        return create_research(settings)
+
+    async def run_with(self, api, fake_model, revision: str, **policy) -> dict:
+        fake_model.script(
+            {"stage": "draft", "response": draft(queries=TWO_QUERIES)},
+            {"stage": "critique", "response": wrong_year()},
+            {"stage": "revise", "response": {"output": revision, "uncertainties": []}},
+            {"stage": "critique", "response": critique("pass")},
+            {"stage": "revise", "response": {"output": revision + "\n", "uncertainties": []}},
+            {"stage": "critique", "response": critique("pass")},
+        )
+        body = {**STEADY, "max_rounds": 2, **policy}
+        run_id = await start(api, task=TWO_TASK, policy=body)
+        run = await wait_for(api, run_id)
+        evidence = run["rounds"][0]["research"]["evidence"]
+        assert [e["n"] for e in evidence] == [1, 2]
+        return run
+
+    def urls(self, run: dict) -> tuple[str, str]:
+        first, second = run["rounds"][0]["research"]["evidence"]
+        return first["url"], second["url"]
+
+    async def test_correct_citations_pass(self, api, fake_model, document, eiffel):
+        revision = both(document.as_uri(), eiffel.as_uri())
+        run = await self.run_with(api, fake_model, revision, require_citations=True)
+        assert (run["status"], run["stop_reason"]) == ("succeeded", "critic_pass"), run["detail"]
+        assert run["rounds"][1]["citations"] == {"ok": True, "cited": [1, 2], "problems": []}
+
+    async def test_a_number_listing_another_sources_url_holds_the_pass_back(
+        self, api, fake_model, document, eiffel
+    ):
+        # every URL is one of the evidence's: only the binding of [n] to evidence n fails
+        gate, tower = document.as_uri(), eiffel.as_uri()
+        run = await self.run_with(api, fake_model, both(tower, gate))
+        assert (run["status"], run["stop_reason"]) == ("escalated", "max_rounds")
+        assert self.urls(run) == (gate, tower)
+        problems = run["rounds"][1]["citations"]["problems"]
+        assert [(p["kind"], p["number"], p["url"]) for p in problems] == [
+            ("wrong_source", 1, tower),
+            ("wrong_source", 2, gate),
+        ]
+        said = f"[1] lists evidence [2]'s URL {tower}"
+        assert said in run["detail"]
+        assert "the critic passed it, but its citations failed the check" in run["detail"]
+        facts = [r["content"] for r in run["reflections"] if r["source"] == "evaluator"]
+        assert any(said in fact for fact in facts)
+
+    async def test_a_listed_reference_the_text_never_cites_holds_the_pass_back(
+        self, api, fake_model, document, eiffel
+    ):
+        revision = both(document.as_uri(), eiffel.as_uri()).replace(" tall [2].", " tall.")
+        run = await self.run_with(api, fake_model, revision)
+        assert (run["status"], run["stop_reason"]) == ("escalated", "max_rounds")
+        [problem] = run["rounds"][1]["citations"]["problems"]
+        assert (problem["kind"], problem["number"]) == ("uncited_reference", 2)
+        assert "reference [2] is listed but the text never cites [2]" in run["detail"]
+
+    async def test_a_lower_case_uncited_claim_holds_the_pass_back(
+        self, api, fake_model, document, eiffel
+    ):
+        claim = "the golden gate bridge is painted international orange."
+        revision = both(document.as_uri(), eiffel.as_uri(), body_extra=claim + "\n")
+        run = await self.run_with(api, fake_model, revision, require_citations=True)
+        assert (run["status"], run["stop_reason"]) == ("escalated", "max_rounds")
+        [problem] = run["rounds"][1]["citations"]["problems"]
+        assert (problem["kind"], problem["sentence"]) == ("uncited_claim", claim)
+        assert "a name known from the task or the evidence" in run["detail"]
+
+    async def test_the_reason_reaches_the_next_revision(self, api, fake_model, document, eiffel):
+        gate, tower = document.as_uri(), eiffel.as_uri()
+        await self.run_with(api, fake_model, both(tower, gate), max_rounds=3)
+        second_revise = user_text(stage_calls(fake_model, "revise")[1])
+        assert "Fix the citations" in second_revise
+        assert f"[1] lists evidence [2]'s URL {tower}" in second_revise
+
+
+# --------------------------------------- a hallucination's source, checked on the evidence
+
+TRUE_CLAIM = "The Golden Gate Bridge opened in 1937."
+WRONG_CLAIM = "The Golden Gate Bridge opened in 1957."
+
+
+def flagged(claim: str) -> dict:
+    return {
+        **critique(
+            "revise",
+            [
+                {
+                    "dimension": "accuracy",
+                    "severity": "major",
+                    "quote": claim,
+                    "suggestion": "Nothing supports this date: remove it or source it.",
+                }
+            ],
+        ),
+        "error_class": "hallucination",
+    }
+
+
+@pytest.mark.parametrize(
+    ("claim", "source", "refused"),
+    [
+        (TRUE_CLAIM, "{url}", None),
+        (TRUE_CLAIM, "evidence:[1]", None),
+        (TRUE_CLAIM, "evidence 1, the bridge's page", None),
+        (TRUE_CLAIM, "https://made.up/golden-gate", "is not a URL of the evidence"),
+        (TRUE_CLAIM, "[2]", "evidence [2] was not given to this revision (given: [1])"),
+        (WRONG_CLAIM, "[1]", "the named source does not state 1957"),
+    ],
+)
+async def test_a_hallucination_stays_open_unless_the_evidence_named_supports_it(
+    api, fake_model, research_service, document, claim, source, refused
+):
+    kept = f"{claim}\nIt crosses the Golden Gate strait, a narrow channel.\n"
+    answer = {
+        "issue": "i1",
+        "action": "applied",
+        "reason": "",
+        "where": "It crosses the Golden Gate strait, a narrow channel.",
+        "source": source.format(url=document.as_uri()),
+    }
+    fake_model.script(
+        {"stage": "draft", "response": draft(f"{claim}\nIt crosses the Golden Gate strait.\n")},
+        {"stage": "critique", "response": flagged(claim)},
+        {
+            "stage": "revise",
+            "response": {"output": kept, "uncertainties": [], "responses": [answer]},
+        },
+        {"stage": "critique", "response": critique("revise", reflection="Say more.")},
+    )
+    policy = {**STEADY, "max_rounds": 2}
+    run_id = await start(api, task="When did the Golden Gate Bridge open?", policy=policy)
+    run = await wait_for(api, run_id)
+    assert run["rounds"][1]["output"] == kept
+    facts = [r["content"] for r in run["reflections"] if r["source"] == "evaluator"]
+    opened = await events_of(api, run_id, "round.unsourced_claims")
+    if refused is None:
+        assert facts == []
+        assert opened == []
+    else:
+        [fact] = facts
+        assert "flagged as hallucinations, without a source that supports them" in fact
+        assert "source refused: " in fact
+        assert refused in fact
+        assert "`knowledge:<id>`" in fact  # the accepted forms are listed
+        assert opened == [{"round": 2, "issues": ["i1"]}]
+    revise_prompt = user_text(stage_calls(fake_model, "revise")[0])
+    assert "`[n]` or `evidence:[n]` (a source of the <evidence> above)" in revise_prompt

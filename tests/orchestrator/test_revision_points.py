@@ -2,6 +2,8 @@
 answers every critic issue point by point, declined issues go to the next critique, the
 adaptive stop, and the routing of the Critic's error class."""
 
+import pytest
+
 from tests.critic.conftest import issue, scripted
 from tests.orchestrator.conftest import start, wait_for
 from tests.support.fakemodel import user_text
@@ -307,7 +309,7 @@ class TestErrorClassRouting:
     async def test_a_removed_or_sourced_claim_yields_no_fact(self, api, fake_model):
         claim = issue(severity="major", quote=CHEESE, suggestion="Remove the invented claim.")
         hallucination = scripted(issues=[claim], error_class="hallucination")
-        sourced = answer("i1", source="Apollo 11 sample analysis, NASA (1969)")
+        sourced = answer("i1", source='task: "the Moon is made of cheese"')
         fake_model.script(
             {"stage": "draft", "response": actor(DRAFT + " " + CHEESE)},
             {"stage": "critique", "response": hallucination},
@@ -316,6 +318,104 @@ class TestErrorClassRouting:
             {"stage": "revise", "response": actor(REVISED + " The Sun adds its pull.")},
             {"stage": "critique", "response": PASS},
         )
-        run = await wait_for(api, await start(api, task="Explain tides."))
+        task = "Explain tides to a child who believes the Moon is made of cheese."
+        run = await wait_for(api, await start(api, task=task))
         assert run["status"] == "succeeded"
         assert [r for r in run["reflections"] if r["source"] == "evaluator"] == []
+
+
+TIDES_ENTRY = {
+    "kind": "rule_anchor",
+    "title": "Tides follow the Moon",
+    "body": "Two tides a day: the Moon's gravity and the Earth's rotation.",
+}
+TIDES_TASK = "Explain tides. Sailors say the Moon raises two tides a day."
+
+
+class TestHallucinationSources:
+    """A claim flagged as a hallucination and kept in the revision stays open unless the
+    answer's `source` names a real source (here a knowledge entry the Actor received, or a
+    span of the task) that states the claim's numbers and names."""
+
+    @pytest.mark.parametrize(
+        ("claim", "source", "refused"),
+        [
+            ("The Moon raises 2 tides a day.", "knowledge:{entry}", None),
+            ("The Moon raises 2 tides a day.", 'task: "the Moon raises two tides a day"', None),
+            (
+                "The Moon raises 2 tides a day.",
+                "knowledge:tides.made-up",
+                "knowledge:tides.made-up is no entry this revision's Actor received",
+            ),
+            (
+                "The Moon raises 2 tides a day.",
+                'task: "the Moon raises 2 tides daily"',
+                '"the Moon raises 2 tides daily" does not occur in the task',
+            ),
+            ("The Moon raises 2 tides a day.", 'task: "two tides"', "under 3 words"),
+            (
+                "The Moon raises 3 tides a day.",
+                "knowledge:{entry}",
+                "the named source does not state 3",
+            ),
+            (
+                "The Moon and Venus raise 2 tides a day.",
+                "knowledge:{entry}",
+                "the named source does not mention venus",
+            ),
+            (
+                "The Moon raises 2 tides a day.",
+                "Apollo 11 sample analysis, NASA (1969)",
+                "names no source in an accepted form",
+            ),
+            ("The Moon raises 2 tides a day.", "", "the answer names no source"),
+        ],
+    )
+    async def test_only_a_real_supporting_source_closes_the_issue(
+        self, api, fake_model, claim, source, refused
+    ):
+        entry = (await api.post("/v1/knowledge", json=TIDES_ENTRY)).json()
+        flagged = issue(severity="major", quote=claim, suggestion="Remove the invented claim.")
+        hallucination = scripted(issues=[flagged], error_class="hallucination")
+        named = answer("i1", source=source.format(entry=entry["id"]), where=claim)
+        fake_model.script(
+            {"stage": "draft", "response": actor(DRAFT + " " + claim)},
+            {"stage": "critique", "response": hallucination},
+            {"stage": "revise", "response": actor(REVISED + " " + claim, named)},
+            {"stage": "critique", "response": scripted(issues=[issue(severity="minor")])},
+        )
+        run_id = await start(api, task=TIDES_TASK, policy={"max_rounds": 2})
+        run = await wait_for(api, run_id)
+        assert run["actor_knowledge"] == [entry["id"]]
+        [revise] = calls(fake_model, "revise")
+        assert f"(knowledge:{entry['id']})" in revise  # the Actor can name the entry
+        assert 'task: "<exact words of the task>"' in revise  # and knows the forms
+        facts = [r["content"] for r in run["reflections"] if r["source"] == "evaluator"]
+        opened = [
+            e["data"] for e in await events(api, run_id) if e["type"] == "round.unsourced_claims"
+        ]
+        if refused is None:
+            assert facts == []
+            assert opened == []
+        else:
+            [fact] = facts
+            assert "(source refused: " in fact
+            assert refused in fact
+            assert "`knowledge:<id>`" in fact
+            assert opened == [{"round": 2, "issues": ["i1"]}]
+
+    async def test_an_unsupported_source_keeps_a_stalled_run_from_converging(self, api, fake_model):
+        claim = "The Moon raises 3 tides a day."
+        flagged = issue(severity="major", quote=claim, suggestion="Remove the invented claim.")
+        named = answer("i1", source='task: "the Moon raises two tides a day"', where=claim)
+        fake_model.script(
+            {"stage": "draft", "response": actor(DRAFT + " " + claim)},
+            {
+                "stage": "critique",
+                "response": scripted(issues=[flagged], error_class="hallucination"),
+            },
+            {"stage": "revise", "response": actor(DRAFT + " " + claim + "!", named)},
+        )
+        run = await wait_for(api, await start(api, task=TIDES_TASK))
+        assert (run["status"], run["stop_reason"]) == ("escalated", "converged")
+        assert "major or critical issue(s) still open: i1" in run["detail"]

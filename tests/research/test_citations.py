@@ -32,7 +32,8 @@ def test_a_well_cited_output_passes():
 
 def test_a_number_without_a_reference_is_unknown():
     report = validate_citations(GOOD.replace("tall [2]", "tall [3]"), EVIDENCE)
-    assert kinds(report) == [("unknown_number", 3)]
+    # and [2], listed, is now cited nowhere
+    assert kinds(report) == [("unknown_number", 3), ("uncited_reference", 2)]
     assert "[3] is cited" in report.reflection()
 
 

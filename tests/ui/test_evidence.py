@@ -2,9 +2,10 @@
 them on the Review page and in the Runs timeline. Each piece of evidence shows its number,
 its title (a link only for an http(s) or file URL), the URL itself, its source and query and
 the distilled claims or the snippet; failed queries show with their reasons and a degraded
-search says so; each ``[n]`` of the output links to evidence n, and an invalid one is marked
-with its problem. A hostile title, URL or snippet renders as inert text. Runs recorded before
-research existed show none of it."""
+search says so; each ``[n]`` of the output links, through the output's own reference line for
+n, to the evidence whose URL that line gives (a mismatch with evidence n shows beside it), and
+an invalid one is marked with its problem. A hostile title, URL or snippet renders as inert
+text. Runs recorded before research existed show none of it."""
 
 from __future__ import annotations
 
@@ -24,8 +25,10 @@ HOSTILE_SNIPPET = "<script>alert(3)</script> ![p](http://evil.example/p.png)"
 OUTPUT = (
     "The Golden Gate Bridge opened in 1937 [1]. It is painted orange [2].\n"
     "Its main span is 1,280 metres [7]. A local note agrees [3].\n\n"
-    "References\n[1] https://example.org/golden-gate"
+    "References\n[1] https://example.org/golden-gate\n[2] javascript:alert(1)\n"
+    "[3] file:///srv/docs/notes.md"
 )
+NO_URL = "[2] has no reference line with a web or file URL"  # javascript: is none
 
 
 def research(status: str = "degraded") -> dict[str, Any]:
@@ -98,18 +101,18 @@ class EvidenceFake(FakeClient):
     """Review rev-1 is round 2 of run-1; the run records research and citations for round 2
     (``None`` for either: the keys absent, as in a run from before research)."""
 
-    def __init__(self, research: dict | None, citations: dict | None) -> None:
+    def __init__(self, research: dict | None, citations: dict | None, output: str = OUTPUT) -> None:
         super().__init__(runs=[run_summary("run-1")])
-        self.research, self.citations = research, citations
+        self.research, self.citations, self.output = research, citations, output
 
     def get_review(self, review_id: str) -> dict:
         detail = super().get_review(review_id)
-        detail["context"]["output"] = OUTPUT
+        detail["context"]["output"] = self.output
         return detail
 
     def get_run(self, run_id: str) -> dict:
         run = super().get_run(run_id)
-        second: dict[str, Any] = {"number": 2, "output": OUTPUT, "usage": {}}
+        second: dict[str, Any] = {"number": 2, "output": self.output, "usage": {}}
         if self.research is not None:
             second["research"] = self.research
         if self.citations is not None:
@@ -200,13 +203,12 @@ def test_citations_in_the_output_link_to_their_evidence_and_invalid_ones_are_mar
     cites = {(a["data-cite"], a["href"], a["title"]) for a in page.with_class("cc-cite")}
     assert cites == {
         ("1", "#cc-ev-2-1", "Golden Gate Bridge"),
-        ("2", "#cc-ev-2-2", HOSTILE_TITLE),  # a tooltip is text, never markup
         ("3", "#cc-ev-2-3", "Local notes"),
     }
     anchors = {a["id"] for a in page.with_class("cc-ev")}
     assert {str(href).lstrip("#") for _, href, _ in cites} <= anchors  # each link has its target
-    [bad] = {(a["data-cite"], a["title"]) for a in page.with_class("cc-cite-bad")}
-    assert bad == ("7", "[7] has no reference line")
+    bad = {(a["data-cite"], a["title"]) for a in page.with_class("cc-cite-bad")}
+    assert bad == {("2", NO_URL), ("7", "[7] has no reference line")}
     assert [shown(e.value) for e in at.error] == [
         "Citation problems: 2. Each is marked in the output."
     ]
@@ -225,11 +227,67 @@ def test_a_clean_citation_check_is_a_success_line_and_cited_evidence_is_marked()
     ]
     page = page_html(at)
     assert len(page.with_class("cc-ev-cited")) == 2
-    # [7] has no evidence in this round: marked although the check did not flag it
+    # [7] has no reference line: marked although the check did not flag it
     # (the output shows twice: with the quotes marked, and beside the previous round)
     assert {(a["data-cite"], a["title"]) for a in page.with_class("cc-cite-bad")} == {
-        ("7", "no evidence [7] in this round")
+        ("2", NO_URL),
+        ("7", "[7] has no reference line with a web or file URL"),
     }
+
+
+SWAPPED = (
+    "The Golden Gate Bridge opened in 1937 [1]. A local note gives the span [3].\n"
+    "It crosses the strait [4]. It is painted orange [5].\n\n"
+    "References\n[1] file:///srv/docs/notes.md\n[3] https://example.org/golden-gate\n"
+    "[4] https://example.org/golden-gate\n[5] https://made.up/orange"
+)
+
+
+def test_each_citation_follows_the_outputs_own_reference_line_not_its_number():
+    swapped = {
+        "ok": False,
+        "cited": [1, 3, 4, 5],
+        "problems": [
+            {
+                "kind": "wrong_source",
+                "message": "[1] lists evidence [3]'s URL file:///srv/docs/notes.md",
+                "number": 1,
+                "url": "file:///srv/docs/notes.md",
+                "sentence": None,
+            }
+        ],
+    }
+    at = open_review(EvidenceFake(research(status="ok"), swapped, output=SWAPPED))
+    page = page_html(at)
+    assert not page.with_class("cc-cite")  # no marker leads to the evidence of its number
+    mismatched = {
+        (a["data-cite"], a["data-evidence"], a["href"], a["title"])
+        for a in page.with_class("cc-cite-mismatch")
+    }
+    assert mismatched == {
+        ("1", "3", "#cc-ev-2-3", "[1] lists evidence [3]'s URL, not evidence [1]'s: Local notes"),
+        (
+            "3",
+            "1",
+            "#cc-ev-2-1",
+            "[3] lists evidence [1]'s URL, not evidence [3]'s: Golden Gate Bridge",
+        ),
+        (
+            "4",
+            "1",
+            "#cc-ev-2-1",
+            "[4] lists evidence [1]'s URL, not evidence [4]'s: Golden Gate Bridge",
+        ),
+    }
+    text = page.text
+    assert "opened in 1937 [1] (lists evidence [3])." in text  # the mismatch, in plain sight
+    assert "[3] (lists evidence [1]) https://example.org/golden-gate" in text
+    [bad] = {(a["data-cite"], a["title"]) for a in page.with_class("cc-cite-bad")}
+    assert bad == (
+        "5",
+        "reference [5] lists https://made.up/orange, which is none of this round's evidence",
+    )
+    assert "reference lists another source's URL [1]" in text  # the problem, named
 
 
 def test_hostile_titles_urls_and_snippets_render_inert():
@@ -269,11 +327,8 @@ def test_the_runs_timeline_shows_each_rounds_evidence_and_links_its_citations():
     assert last.label.startswith("Round 2")
     inside = Html("\n".join(str(h.proto.body) for h in last.get("html")))
     assert [c["id"] for c in inside.with_class("cc-ev")] == ["cc-ev-2-1", "cc-ev-2-2", "cc-ev-2-3"]
-    assert {a["href"] for a in inside.with_class("cc-cite")} == {
-        "#cc-ev-2-1",
-        "#cc-ev-2-2",
-        "#cc-ev-2-3",
-    }
+    assert {a["href"] for a in inside.with_class("cc-cite")} == {"#cc-ev-2-1", "#cc-ev-2-3"}
+    assert [a["data-cite"] for a in inside.with_class("cc-cite-bad")] == ["2", "7", "2"]
     assert [shown(w.value) for w in last.warning] == [
         "Research degraded: 1 query failed, so the evidence may be incomplete."
     ]

@@ -12,8 +12,11 @@ browser would read otherwise (no blank or control character); any other URL
 (``javascript:``, ``data:``...) shows as text. The URL is always shown beside its title, so a
 title cannot pose as another site (Streamlit's HTML sanitizer also drops a ``file:`` href, so
 in the browser a local document's title reads as text beside its path). Each ``[n]`` of the
-output links to ``#cc-ev-<round>-<n>``, the evidence's anchor. The pure helpers build HTML;
-:func:`panel` renders it.
+output is read as the citation check reads it: through the output's own reference line for
+``n`` to the evidence whose URL that line gives, and links to that evidence's anchor
+``#cc-ev-<round>-<m>``. When that evidence is not evidence ``n`` the mismatch shows beside
+the marker; a number without a usable reference line, or whose URL is no evidence's, is
+marked invalid. The pure helpers build HTML; :func:`panel` renders it.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from urllib.parse import urlsplit
 import streamlit as st
 
 from console.view import ago
+from shared.citations import split_references
 
 LINK_SCHEMES = frozenset({"http", "https", "file"})
 MARKER = re.compile(r"\[(\d{1,4})\]")  # as shared/citations.py reads a citation
@@ -34,8 +38,10 @@ _UNSAFE_IN_URL = re.compile(r"[\x00-\x20\x7f-\x9f\"'<>\\`]")
 PROBLEM_WORDS = {
     "unknown_number": "no reference for this number",
     "url_not_in_evidence": "reference not in the evidence",
+    "wrong_source": "reference lists another source's URL",
     "several_urls": "several URLs for one number",
     "missing_url": "reference without a URL",
+    "uncited_reference": "reference never cited",
     "uncited_claim": "claim without a citation",
 }
 EVIDENCE_CSS = """<style>
@@ -48,6 +54,8 @@ EVIDENCE_CSS = """<style>
 .cc-ev-cited { font-size: .75rem; color: #1a7f37; font-weight: 600; margin-left: .4em; }
 .cc-ev-failed li, .cc-cite-problems li { overflow-wrap: anywhere; }
 .cc-cite-problems { color: #b42318; }
+.cc-cite-mismatch { color: #b42318; font-weight: 600; }
+.cc-cite-note { color: #b42318; font-size: .8em; }
 </style>"""
 
 
@@ -114,32 +122,62 @@ def problems_by_number(citations: dict[str, Any] | None) -> dict[int, list[str]]
 
 
 def citation_linker(
-    round_number: int, research: dict[str, Any] | None, citations: dict[str, Any] | None
+    round_number: int,
+    research: dict[str, Any] | None,
+    citations: dict[str, Any] | None,
+    *,
+    output: str,
 ) -> Callable[[str], str] | None:
-    """A function that turns each ``[n]`` of escaped output into a link to evidence ``n``
-    (its title as the tooltip), or marks it as invalid with the problem's message when the
-    citation check found one or there is no evidence ``n``; ``None`` when the round has
-    neither research nor citations (the output is left as is)."""
+    """A function that turns each ``[n]`` of escaped output into a link, through
+    ``output``'s own reference line for ``n``, to the evidence whose URL that line gives (its
+    title as the tooltip); a link to another evidence than ``n`` says so beside the marker;
+    a number the check found a problem with, without a reference line, with several URLs or
+    with a URL that is no evidence's is marked invalid with the reason. ``None`` when the
+    round has neither research nor citations (the output is left as is)."""
     if not research and not citations:
         return None
     evidence = evidence_by_number(research)
+    by_url: dict[str, int] = {}
+    for n, item in sorted(evidence.items()):
+        by_url.setdefault(str(item.get("url") or "").rstrip(".,;:"), n)  # as the check reads
+    _, references, _ = split_references(output)
     problems = problems_by_number(citations)
 
-    def link(escaped: str) -> str:
-        def one(match: re.Match[str]) -> str:
-            n = int(match.group(1))
-            if n in problems or n not in evidence:
-                why = "; ".join(problems.get(n) or [f"no evidence [{n}] in this round"])
-                return (
-                    f'<span class="cc-cite-bad" data-cite="{n}" '
-                    f'title="{html.escape(why, quote=True)}">[{n}]</span>'
-                )
-            title = html.escape(_title(evidence[n]), quote=True)
-            return (
-                f'<a class="cc-cite" data-cite="{n}" href="#{anchor(round_number, n)}" '
-                f'title="{title}">[{n}]</a>'
-            )
+    def bad(n: int, why: str) -> str:
+        return (
+            f'<span class="cc-cite-bad" data-cite="{n}" '
+            f'title="{html.escape(why, quote=True)}">[{n}]</span>'
+        )
 
+    def one(match: re.Match[str]) -> str:
+        n = int(match.group(1))
+        urls = references.get(n) or []
+        found = by_url.get(urls[0]) if len(urls) == 1 else None
+        if found is None:
+            if not urls:
+                why = f"[{n}] has no reference line with a web or file URL"
+            elif len(urls) > 1:
+                why = f"reference [{n}] lists {len(urls)} URLs"
+            else:
+                why = f"reference [{n}] lists {urls[0]}, which is none of this round's evidence"
+            return bad(n, "; ".join(problems.get(n) or [why]))
+        title = _title(evidence[found])
+        target = f'href="#{anchor(round_number, found)}"'
+        if found != n:
+            why = f"[{n}] lists evidence [{found}]'s URL, not evidence [{n}]'s: {title}"
+            return (
+                f'<a class="cc-cite-mismatch" data-cite="{n}" data-evidence="{found}" {target} '
+                f'title="{html.escape(why, quote=True)}">[{n}]</a>'
+                f'<span class="cc-cite-note"> (lists evidence [{found}])</span>'
+            )
+        if n in problems:
+            return bad(n, "; ".join(problems[n]))
+        return (
+            f'<a class="cc-cite" data-cite="{n}" {target} '
+            f'title="{html.escape(title, quote=True)}">[{n}]</a>'
+        )
+
+    def link(escaped: str) -> str:
         return MARKER.sub(one, escaped)
 
     return link

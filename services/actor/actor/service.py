@@ -42,7 +42,8 @@ class PointAnswer(BaseModel):
     )
     source: str = Field(
         default="",
-        description="For a hallucination issue whose claim stays: the source that supports it; "
+        description="For a hallucination issue whose claim stays: the source that supports it "
+        '(`[n]`, `evidence:[n]` or its URL, `knowledge:<id>`, or `task: "<exact span>"`); '
         "else empty.",
     )
 

@@ -150,7 +150,7 @@ def _output(review: dict[str, Any], run: dict[str, Any] | None) -> None:
     rounds = {int(r.get("number") or 0): r for r in (run or {}).get("rounds") or []}
     this = rounds.get(number) or {}
     research, citations = evidence.round_research(this, ctx)
-    cite = evidence.citation_linker(number, research, citations)
+    cite = evidence.citation_linker(number, research, citations, output=output)
 
     st.subheader(f"Output, round {number}")
     if this.get("provenance") == "human":

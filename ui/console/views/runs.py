@@ -197,7 +197,9 @@ def timeline(client, run: dict[str, Any]) -> None:
                     f"**Edited by {by}** (from round {md_literal(edit.get('from_round', '?'))})"
                 )
             research, citations = evidence.round_research(rnd)
-            cite = evidence.citation_linker(number, research, citations)
+            cite = evidence.citation_linker(
+                number, research, citations, output=str(rnd.get("output") or "")
+            )
             st.html(marked_output(str(rnd.get("output") or ""), [], code=code, decorate=cite))
             evidence.panel(number, research, citations)
             if rnd.get("evaluation"):

@@ -226,12 +226,25 @@ def reference_lines(output: str) -> list[str]:
 
 
 def check_citations(
-    output: str, evidence: list[Evidence], previous: str, require: bool
+    output: str,
+    evidence: list[Evidence],
+    previous: str,
+    require: bool,
+    *,
+    task: str = "",
+    flagged: list[str] | None = None,
 ) -> tuple[CitationReport, dict[str, Any]]:
-    """The citation check of a revision against the evidence it was given, and what the
-    round keeps of it (``rounds[].citations``)."""
+    """The citation check of a revision against the evidence it was given (each ``[n]``
+    bound to evidence ``n``'s URL; names known from the task and the evidence; ``flagged``:
+    the previous critique's quotes), and what the round keeps of it (``rounds[].citations``)."""
     report = validate_citations(
-        output, [e.url for e in evidence], previous=previous, require_citations=require
+        output,
+        {e.n: e.url for e in evidence},
+        previous=previous,
+        require_citations=require,
+        task=task,
+        sources=[text for e in evidence for text in (e.snippet, e.distilled or "") if text],
+        flagged=flagged or [],
     )
     kept = {
         "ok": report.ok,
@@ -239,6 +252,17 @@ def check_citations(
         "problems": [p.model_dump(mode="json") for p in report.problems],
     }
     return report, kept
+
+
+def citations_reason(citations: dict[str, Any] | None) -> str:
+    """What a round's failed citation check found, in a line for the run's ``detail``
+    ("" when the check passed or did not run)."""
+    if not citations or citations.get("ok", True):
+        return ""
+    problems = [str(p.get("message") or p.get("kind")) for p in citations.get("problems") or []]
+    shown = "; ".join(m[:200] for m in problems[:3]) or "no problem recorded"
+    more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+    return f"citations failed the check: {shown}{more}"
 
 
 @DBOS.step(name="crosscheck.research")

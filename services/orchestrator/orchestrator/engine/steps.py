@@ -408,14 +408,20 @@ async def act(
         output = locked.output
     digest = output_hash(output)
     answered = [r.model_dump(mode="json") for r in result.responses]
-    unsourced = (
-        discipline.unsourced(prepared.previous_critique, answered, output) if revising else []
-    )
+    unsourced: list[discipline.Unsourced] = []
+    if isinstance(request, ReviseRequest):  # a claimed source is checked against these
+        given = discipline.Sources(request.task, request.evidence, request.knowledge)
+        unsourced = discipline.unsourced(prepared.previous_critique, answered, output, given)
     citations: dict[str, Any] | None = None
     citation_note = ""
     if revising and prepared.evidence:
         report, citations = research.check_citations(
-            output, prepared.evidence, prepared.previous_output, prepared.require_citations
+            output,
+            prepared.evidence,
+            prepared.previous_output,
+            prepared.require_citations,
+            task=request.task,
+            flagged=[i.quote for i in discipline.numbered(prepared.previous_critique) if i.quote],
         )
         citation_note = report.reflection()
         rt.metrics.citation_checks.labels(str(report.ok).lower()).inc()
@@ -705,6 +711,7 @@ class _CritiqueInput:
     citations_failed: bool = False  # this version's references are not the evidence's
     output_hash: str = ""  # the version critiqued
     revised_from: str | None = None  # the previous version, when this is the Actor's revision
+    citations_reason: str = ""  # what the failed check found, for the run's detail
 
 
 def _critique_request(
@@ -813,6 +820,7 @@ async def critique(
             revised_from=previous.output
             if previous is not None and row.provenance == "actor" and not run.binding_points
             else None,
+            citations_reason=research.citations_reason(row.citations),
         )
 
     vector = await rt.knowledge.run_vector(rt.db, run_id)
@@ -1002,6 +1010,11 @@ async def critique(
             unmet_attempts=run.binding_attempts + 1 if run.binding_points and unmet else 0,
             change_ratio=change,
         )
+        if stop is not None and stop.status is RunStatus.escalated and prepared.citations_reason:
+            # the person deciding sees why a pass was held back, not only that none came
+            held = "the critic passed it, but" if doc["verdict"] == "pass" else "also,"
+            why = f"round {round}: {held} its {prepared.citations_reason}"
+            stop = replace(stop, detail=f"{stop.detail}; {why}" if stop.detail else why)
         unsure = (
             policy.review is ReviewMode.on_low_confidence
             and doc["confidence"] < policy.review_confidence_threshold
