@@ -376,6 +376,11 @@ class RoundPublic(WireModel):
         "evidence: ok, cited (the numbers), problems ({kind, message, number, url, "
         "sentence}); null when that round had no evidence.",
     )
+    unsourced: list[dict[str, Any]] = Field(
+        default=[],
+        description="Claims the previous critique flagged as hallucinations that this revision "
+        "kept without a supporting source ({issue, quote, reason}): they hold back a pass.",
+    )
 
 
 class ReflectionPublic(WireModel):

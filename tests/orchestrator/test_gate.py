@@ -331,6 +331,7 @@ class TestTheGate:
             "evaluation": None,
             "critique": {**CHECKED, "output_hash": "h"},
             "citations": None,
+            "unsourced": None,
             "binding_points": None,
             "policy": Policy(),
         }
@@ -375,6 +376,7 @@ class TestTheGate:
             ),
             ({"binding_points": ["p"]}, "binding point"),
             ({"citations": {"ok": False}}, "citations"),
+            ({"unsourced": [{"issue": "i1"}]}, "flagged as a hallucination without a source"),
             ({"evaluator": "python_tests"}, "did not run on this version"),
             (
                 {"evaluator": "python_tests", "evaluation": {"passed": True, "output_hash": "x"}},

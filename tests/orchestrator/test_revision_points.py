@@ -404,7 +404,9 @@ class TestHallucinationSources:
             assert "`knowledge:<id>`" in fact
             assert opened == [{"round": 2, "issues": ["i1"]}]
 
-    async def test_an_unsupported_source_keeps_a_stalled_run_from_converging(self, api, fake_model):
+    async def test_a_claim_kept_without_a_real_source_holds_back_a_pass(self, api, fake_model):
+        # the Critic (wrongly) passes the revision; the unsourced claim still keeps it from
+        # shipping, and the person who gets the escalation reads why
         claim = "The Moon raises 3 tides a day."
         flagged = issue(severity="major", quote=claim, suggestion="Remove the invented claim.")
         named = answer("i1", source='task: "the Moon raises two tides a day"', where=claim)
@@ -414,8 +416,37 @@ class TestHallucinationSources:
                 "stage": "critique",
                 "response": scripted(issues=[flagged], error_class="hallucination"),
             },
-            {"stage": "revise", "response": actor(DRAFT + " " + claim + "!", named)},
+            {"stage": "revise", "response": actor(REVISED + " " + claim, named)},
+            {"stage": "critique", "response": PASS},
         )
-        run = await wait_for(api, await start(api, task=TIDES_TASK))
-        assert (run["status"], run["stop_reason"]) == ("escalated", "converged")
-        assert "major or critical issue(s) still open: i1" in run["detail"]
+        run = await wait_for(api, await start(api, task=TIDES_TASK, policy={"max_rounds": 2}))
+        assert (run["status"], run["stop_reason"], run["shipped_by"]) == (
+            "escalated",
+            "max_rounds",
+            None,
+        )
+        second = run["rounds"][1]
+        assert second["critique"]["verdict"] == "pass"
+        [kept] = second["unsourced"]
+        assert (kept["issue"], kept["quote"]) == ("i1", claim)
+        assert "the named source does not state 3" in kept["reason"]
+        assert (
+            "round 2: the critic passed it, but its claim(s) flagged as hallucinations stayed "
+            "without a supporting source: i1"
+        ) in run["detail"]
+
+    async def test_removing_the_claim_closes_it(self, api, fake_model):
+        claim = "The Moon raises 3 tides a day."
+        flagged = issue(severity="major", quote=claim, suggestion="Remove the invented claim.")
+        fake_model.script(
+            {"stage": "draft", "response": actor(DRAFT + " " + claim)},
+            {
+                "stage": "critique",
+                "response": scripted(issues=[flagged], error_class="hallucination"),
+            },
+            {"stage": "revise", "response": actor(REVISED, answer("i1"))},
+            {"stage": "critique", "response": PASS},
+        )
+        run = await wait_for(api, await start(api, task=TIDES_TASK, policy={"max_rounds": 2}))
+        assert (run["status"], run["final_output"]) == ("succeeded", REVISED)
+        assert run["rounds"][1]["unsourced"] == []

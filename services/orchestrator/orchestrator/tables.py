@@ -142,6 +142,8 @@ class Round(SQLModel, table=True):
     search_queries: list[str] | None = json_column()  # the Actor's queries for this version
     research: dict[str, Any] | None = json_column()  # the research step before the critique
     citations: dict[str, Any] | None = json_column()  # this revision's citation check
+    # claims flagged as hallucinations this revision kept without a supporting source
+    unsourced: list[dict[str, Any]] | None = json_column()
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
 

@@ -1,5 +1,5 @@
 """Revision discipline: numbered critic issues, the Actor's point-by-point answers, and
-what the loop reads from them (declined issues for the Critic, adoption, open major issues,
+what the loop reads from them (declined issues for the Critic, adoption,
 claims flagged as hallucinations that a revision left unsourced).
 
 A claim flagged as a hallucination stays open until the revision removes it or the answer's
@@ -27,10 +27,8 @@ from shared.contracts import (
     Evidence,
     KnowledgeNote,
     RevisionIssue,
-    Severity,
 )
 
-BLOCKING = frozenset({Severity.major.value, Severity.critical.value})
 HALLUCINATION = "hallucination"
 # A task span shorter than this names a subject, not a fact ("the Moon", "in 1969"): too
 # little to back a claim. Three words hold a subject, a verb and what is said of it.
@@ -282,23 +280,6 @@ def unsourced_note(round: int, items: list[Unsourced]) -> str:
         for u in items
     ]
     return "\n".join(lines)
-
-
-def open_blocking(
-    critique: dict[str, Any] | None,
-    responses: list[dict[str, Any]] | None,
-    unsourced_ids: set[str] | frozenset[str] = frozenset(),
-) -> list[str]:
-    """The major or critical issues of the previous critique this revision left open: not
-    answered ``applied``, or flagged as a hallucination the revision neither removed nor
-    sourced."""
-    by_id = answers(responses)
-    return [
-        issue.id
-        for issue in numbered(critique)
-        if issue.severity.value in BLOCKING
-        and (not applied(by_id.get(issue.id)) or issue.id in unsourced_ids)
-    ]
 
 
 def _raised(issue: dict[str, Any]) -> tuple[str, str | None]:

@@ -47,6 +47,7 @@ def check(
     evaluation: dict[str, Any] | None,
     critique: dict[str, Any] | None,
     citations: dict[str, Any] | None,
+    unsourced: list[dict[str, Any]] | None,
     binding_points: list[str] | None,
     policy: Policy,
 ) -> Verdict:
@@ -71,6 +72,8 @@ def check(
         return Verdict(None, "a reviewer's binding point is not satisfied")
     if citations is not None and not citations.get("ok", True):
         return Verdict(None, "its citations do not match the evidence")
+    if unsourced:
+        return Verdict(None, "it keeps a claim flagged as a hallucination without a source")
     if evaluator == "none":
         return Verdict(ShippedBy.critic)
     if evaluation is None or evaluation.get("output_hash") != output_hash:

@@ -124,6 +124,7 @@ def through_gate(
             evaluation=final.evaluation,
             critique=final.critique,
             citations=final.citations,
+            unsourced=final.unsourced,
             binding_points=binding_points,
             policy=Policy.model_validate(policy),
         )

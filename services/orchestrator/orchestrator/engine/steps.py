@@ -227,7 +227,6 @@ class _ActInput:
     previous_output: str = ""
     rollback_note: str | None = None
     previous_critique: dict[str, Any] | None = None
-    previous_failed: bool = False
     lock: difflock.LockRules | None = None
     drafts: int = 1  # best of N: with the templates each draft's evaluation and critique use
     critique_template: CritiqueRequest | None = None
@@ -340,7 +339,6 @@ async def act(
             evidence=evidence[:MAX_EVIDENCE],
             unverified=research.unverified_before(session, run_id, round),
         )
-        failed = previous.evaluation is not None and not previous.evaluation.get("passed")
         parts = None
         if policy.section_chars > 0 and not run.binding_points:
             parts = sectioned.plan(previous.output, run.kind, previous.sections)
@@ -350,7 +348,6 @@ async def act(
             previous.output,
             rollback_note,
             previous.critique,
-            failed,
             lock,
             sections=parts,
             section_record=previous.sections if parts else None,
@@ -474,6 +471,11 @@ async def act(
             "unlocked_output": result.output if output != result.output else None,
             "search_queries": result.search_queries or None,
             "citations": citations,
+            # a hallucination the revision kept without a supporting source holds back a pass
+            "unsourced": [
+                {"issue": u.issue.id, "quote": u.issue.quote, "reason": u.reason} for u in unsourced
+            ]
+            or None,
             **extra,
         }
         if row is None and revising and points_open:
@@ -712,6 +714,7 @@ class _CritiqueInput:
     output_hash: str = ""  # the version critiqued
     revised_from: str | None = None  # the previous version, when this is the Actor's revision
     citations_reason: str = ""  # what the failed check found, for the run's detail
+    unsourced: list[dict[str, Any]] | None = None  # flagged claims kept without a source
 
 
 def _critique_request(
@@ -821,6 +824,7 @@ async def critique(
             if previous is not None and row.provenance == "actor" and not run.binding_points
             else None,
             citations_reason=research.citations_reason(row.citations),
+            unsourced=row.unsourced,
         )
 
     vector = await rt.knowledge.run_vector(rt.db, run_id)
@@ -1002,18 +1006,27 @@ async def critique(
             policy,
             round=round,
             critique=decision,
-            # invalid citations hold back a pass like a failed evaluation
-            evaluation_passed=False if prepared.citations_failed else evaluation_passed,
+            # invalid citations, or a flagged claim kept without a source, hold back a pass
+            # like a failed evaluation
+            evaluation_passed=False
+            if prepared.citations_failed or prepared.unsourced
+            else evaluation_passed,
             previous_signature=previous_signature,
             human_rounds=run.human_rounds,
             unmet_points=unmet if run.binding_points else [],
             unmet_attempts=run.binding_attempts + 1 if run.binding_points and unmet else 0,
             change_ratio=change,
         )
-        if stop is not None and stop.status is RunStatus.escalated and prepared.citations_reason:
+        held_back = [prepared.citations_reason] if prepared.citations_reason else []
+        if prepared.unsourced:
+            held_back.append(
+                "claim(s) flagged as hallucinations stayed without a supporting source: "
+                + ", ".join(str(u.get("issue")) for u in prepared.unsourced)
+            )
+        if stop is not None and stop.status is RunStatus.escalated and held_back:
             # the person deciding sees why a pass was held back, not only that none came
             held = "the critic passed it, but" if doc["verdict"] == "pass" else "also,"
-            why = f"round {round}: {held} its {prepared.citations_reason}"
+            why = f"round {round}: {held} its " + "; its ".join(held_back)
             stop = replace(stop, detail=f"{stop.detail}; {why}" if stop.detail else why)
         unsure = (
             policy.review is ReviewMode.on_low_confidence

@@ -109,6 +109,7 @@ class RoundState:
     citations: dict[str, Any] | None = None
     provenance: str = "actor"  # "human": a reviewer's edit
     uncertainties: list[str] | None = None
+    unsourced: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -196,6 +197,7 @@ _SELECT_ROUND = sa.select(
     ROUNDS.c.citations,
     ROUNDS.c.provenance,
     ROUNDS.c.uncertainties,
+    ROUNDS.c.unsourced,
 ).where(ROUNDS.c.run_id == sa.bindparam("run_id"), ROUNDS.c.number == sa.bindparam("number"))
 
 

@@ -215,6 +215,7 @@ class RunService:
                     search_queries=r.search_queries or [],
                     research=r.research,
                     citations=r.citations,
+                    unsourced=r.unsourced or [],
                 )
                 for r in rounds
             ],

@@ -1,0 +1,27 @@
+"""a round keeps the claims flagged as hallucinations that its revision left without a
+supporting source (rounds.unsourced): they hold back a pass
+
+Revision ID: 0017
+Revises: 0016
+Create Date: 2026-12-02 06:10:00
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0017"
+down_revision: str | None = "0016"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("rounds", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("unsourced", sa.JSON(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("rounds", schema=None) as batch_op:
+        batch_op.drop_column("unsourced")
