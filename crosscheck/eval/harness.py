@@ -1,10 +1,10 @@
 """Send each item through the real Orchestrator API in one mode and score what comes back.
 
-* ``single``: one Actor call. No run policy stops the loop before the Critic (``max_rounds``
-  is at least 1 and the Critic judges every round), so a ``single`` item is a run with
-  ``max_rounds: 1`` (and ``stop_on_evaluator_pass`` with the sandbox) and the harness
-  measures its draft round only: round 1's output, and the tokens, cost and latency of
-  round 1's Actor call(s) from the trajectory. The critique of that round is not counted.
+* ``single``: one Actor call. No run policy skips the Critic (``max_rounds`` is at least 1
+  and every version that could ship is critiqued), so a ``single`` item is a run with
+  ``max_rounds: 1`` and the harness measures its draft round only: round 1's output, and the
+  tokens, cost and latency of round 1's Actor call(s) from the trajectory. The critique of
+  that round is not counted.
 * ``self``: the whole loop with the Critic on the Actor's provider (a platform started with
   ``CRITIC_PROVIDER`` = ``ACTOR_PROVIDER`` and ``CROSSCHECK_ALLOW_SAME_PROVIDER=1``).
 * ``cross``: the whole loop with the Critic on the other provider (the default platform).
@@ -133,8 +133,6 @@ class Harness:
             fields["entry_point"] = item.entry_point
             if self.sandbox and item.tests:
                 fields["tests"] = item.tests
-                if self.mode == "single":
-                    policy["stop_on_evaluator_pass"] = True
         fields["policy"] = Policy.model_validate(policy)
         return RunCreate.model_validate(fields)
 
