@@ -32,7 +32,7 @@ from orchestrator.db import (
     system_database_url,
 )
 from orchestrator.deps import authenticate
-from orchestrator.engine import runtime
+from orchestrator.engine import runtime, settled
 from orchestrator.engine.launch import start_orphans
 from orchestrator.engine.research import BudgetedResearch
 from orchestrator.evaluations.router import router as evaluations_router
@@ -187,6 +187,7 @@ def create_app(
         # queued deliveries; the worker polls for the rest (other replicas, retries).
         worker = DeliveryWorker(settings, db, webhook_box)
         outbox.install(engine, callbacks=settings.webhook_secret is not None, wake=worker.wake)
+        settled.install(engine, metrics)
         listener: asyncio.Task[None] | None = None
         if cluster is not None:
             conninfo, connect_kwargs = connection_kwargs(
@@ -246,6 +247,7 @@ def create_app(
             await asyncio.gather(deliveries, return_exceptions=True)
             await worker.aclose()
             outbox.uninstall(engine)
+            settled.uninstall(engine)
             sweeper.cancel()
             if listener is not None:
                 listener.cancel()

@@ -46,16 +46,28 @@ class Metrics:
         )
         self.critic_issues = Counter(
             "crosscheck_reflection_issues",
-            "Critic issues a revision was measured against (a refusal the Critic accepted "
-            "is not counted).",
+            "Critic issues an Actor revision was measured against (a refusal the Critic "
+            "accepted is not counted).",
             registry=self.registry,
         )
         self.critic_issues_adopted = Counter(
             "crosscheck_reflection_issues_adopted",
-            "Critic issues the revision answered `applied` and the next critique did not "
-            "raise again (adoption = adopted / issues).",
+            "Critic issues the critique of the revised version did not raise again (no issue "
+            "on the same span or of the same dimension), whatever the Actor answered "
+            "(adoption = adopted / issues).",
             registry=self.registry,
         )
+        self.versions_settled = Counter(
+            "crosscheck_versions_settled",
+            "Versions that settled, once each: a later round revised them (the Actor, or a "
+            "person's edit) or their run succeeded with them. judged: the Critic critiqued "
+            "them or a person decided on them (comment, approve, edit, reject) first "
+            '(trigger rate = judged="true" / all).',
+            ["judged"],
+            registry=self.registry,
+        )
+        for judged in ("true", "false"):  # both series from the start: a ratio needs them
+            self.versions_settled.labels(judged)
         self.critiques = Counter(
             "crosscheck_critiques",
             "Critiques by profile, the depth that produced them and whether it degraded to L1.",

@@ -105,6 +105,7 @@ class RoundState:
     search_queries: list[str] | None = None
     research: dict[str, Any] | None = None
     citations: dict[str, Any] | None = None
+    provenance: str = "actor"  # "human": a reviewer's edit
 
 
 @dataclass(frozen=True)
@@ -190,6 +191,7 @@ _SELECT_ROUND = sa.select(
     ROUNDS.c.search_queries,
     ROUNDS.c.research,
     ROUNDS.c.citations,
+    ROUNDS.c.provenance,
 ).where(ROUNDS.c.run_id == sa.bindparam("run_id"), ROUNDS.c.number == sa.bindparam("number"))
 
 
