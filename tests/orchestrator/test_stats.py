@@ -12,8 +12,10 @@ import yaml
 from sqlmodel import Session
 
 from orchestrator.stats.service import StatsService
+from shared.evaluations import INTERCEPT_TARGET
 from tests.critic.conftest import scripted
 from tests.orchestrator.conftest import mint, start, wait_for
+from tests.orchestrator.test_evaluations import intercept_summary
 from tests.support import promql
 
 PASSES = "Explain why the sky is blue."  # the fake critic passes round 2
@@ -664,6 +666,8 @@ class TestAdoptionIsTheCriticsCall:
 class TestAlertRules:
     async def test_every_alert_reads_metrics_the_orchestrator_exposes(self, api):
         await wait_for(api, await start(api, task=PASSES))
+        published = await api.post("/v1/evaluations", json=intercept_summary(0.7))
+        assert published.status_code == 201, published.text
         exposed = {
             line.split("{")[0].split(" ")[0]
             for line in (await api.get("/metrics")).text.splitlines()
@@ -683,3 +687,7 @@ class TestAlertRules:
         assert ") < 0.15" in rules["CrosscheckAdoptionRateLow"]
         assert ") > 0.70" in rules["CrosscheckAdoptionRateHigh"]
         assert ") > 0.10" in rules["CrosscheckDegradedCritiquesHigh"]
+        intercept = promql.parse(rules["CrosscheckInterceptRateLow"])
+        assert isinstance(intercept, promql.Binary)
+        assert intercept.op == "<"
+        assert intercept.right == promql.Number(INTERCEPT_TARGET)

@@ -36,6 +36,7 @@ from orchestrator.engine import runtime, settled
 from orchestrator.engine.launch import start_orphans
 from orchestrator.engine.research import BudgetedResearch
 from orchestrator.evaluations.router import router as evaluations_router
+from orchestrator.evaluations.service import latest_intercept_rate
 from orchestrator.evaluators.base import Evaluator, JsonSchemaEvaluator, PythonTestsEvaluator
 from orchestrator.evaluators.schema import SchemaRunner
 from orchestrator.events.hub import EventHub
@@ -116,6 +117,7 @@ def create_app(
         max_overflow=settings.db_max_overflow,
     )
     db = Database(engine)
+    metrics.read_intercept_rate(lambda: latest_intercept_rate(engine))
     webhook_box = SecretBox.from_settings(settings)
     # SQLite: one process, as always. Postgres: replicas with heartbeats, a leader, failover,
     # and LISTEN/NOTIFY so every replica's websockets see every replica's events at once.

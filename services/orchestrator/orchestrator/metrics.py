@@ -2,7 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+
+INTERCEPT_RATE = "crosscheck_intercept_rate"
+INTERCEPT_HELP = (
+    "The latest critical-error intercept rate `crosscheck eval intercept` published (the share "
+    "of planted errors the Critic caught), read from the evaluations table when scraped; "
+    "absent until one is published."
+)
+
+
+class LatestIntercept:
+    """A collector of the published intercept rate: the database is the source, so every
+    replica reports the same value, before and after a restart."""
+
+    def __init__(self, read: Callable[[], float | None]) -> None:
+        self.read = read
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        return [GaugeMetricFamily(INTERCEPT_RATE, INTERCEPT_HELP)]
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        value = self.read()
+        if value is not None:
+            yield GaugeMetricFamily(INTERCEPT_RATE, INTERCEPT_HELP, value=value)
 
 
 class Metrics:
@@ -117,3 +143,8 @@ class Metrics:
             ["ok"],
             registry=self.registry,
         )
+
+    def read_intercept_rate(self, read: Callable[[], float | None]) -> None:
+        """Expose ``crosscheck_intercept_rate`` as ``read`` finds it at each scrape (None:
+        not published yet, or unreadable)."""
+        self.registry.register(LatestIntercept(read))
