@@ -8,8 +8,9 @@ import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import httpx
 import typer
@@ -34,6 +35,7 @@ from crosscheck.launcher import (
 )
 from crosscheck.options import TokenOption, UrlOption
 from shared.contracts import TaskKind
+from shared.evaluations import INTERCEPT_TARGET
 from shared.orchestration import (
     AccountCreate,
     Policy,
@@ -557,7 +559,9 @@ def eval_intercept(
         str | None,
         typer.Option(help="L1, L2, L3 or auto; default: each profile's own.", show_default=False),
     ] = None,
-    target: Annotated[float, typer.Option(min=0.0, max=1.0, help="Rate to meet.")] = 0.65,
+    target: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Rate to meet.")
+    ] = INTERCEPT_TARGET,
     critic_url: Annotated[
         str,
         typer.Option("--critic-url", envvar="CRITIC_URL", help="The Critic service."),
@@ -571,9 +575,38 @@ def eval_intercept(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Where the report goes (default: var/eval/<UTC time>-intercept/).",
+            show_default=False,
+        ),
+    ] = None,
+    publishing: Annotated[
+        bool,
+        typer.Option(
+            "--publish/--no-publish",
+            help="At the end, send the rate (and each profile's) to the orchestrator (--url, "
+            "--api-token), where the console's Metrics page draws its history and /metrics "
+            "exposes the latest for the alert. A failure to publish is a warning: the report "
+            "under var/eval/ is the record.",
+        ),
+    ] = True,
+    url: UrlOption = None,
+    api_token: Annotated[
+        str | None,
+        typer.Option(
+            "--api-token",
+            help="Orchestrator API token to publish with (service or admin). Default: "
+            "CROSSCHECK_TOKEN, else var/crosscheck.env.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Critical-error intercept rate: run each planted-error output through the real Critic
-    and count those it catches. Exit code 0 when the rate meets the target, 2 when not."""
+    and count those it catches, then publish the rate to the orchestrator. Exit code 0 when
+    the rate meets the target, 2 when not (whether or not it was published)."""
     from critic.intercept import (
         InterceptSetError,
         judge,
@@ -582,6 +615,8 @@ def eval_intercept(
         request_body,
         shipped_set,
     )
+    from crosscheck.eval import intercept as record
+    from crosscheck.eval.cli import _stamp
     from shared.contracts import CritiqueResult, Depth
 
     try:
@@ -598,6 +633,8 @@ def eval_intercept(
             raise typer.BadParameter("no item of that profile in the set", param_hint="--profile")
     headers = {"Authorization": f"Bearer {_service_token(token)}"}
     results = []
+    usage = []
+    started = datetime.now(UTC)
     with httpx.Client(base_url=critic_url, headers=headers, timeout=600) as client:
         for item in items:
             try:
@@ -612,8 +649,20 @@ def eval_intercept(
                     soft_wrap=True,
                 )
                 raise typer.Exit(1)
-            results.append(judge(item, CritiqueResult.model_validate(response.json())))
+            critique = CritiqueResult.model_validate(response.json())
+            results.append(judge(item, critique))
+            usage.append(critique.usage)
     outcome = report(results, target)
+    config = {
+        "set_file": str(labelled) if labelled else "shipped intercept set",
+        "profiles": profile or None,
+        "depth": chosen_depth.value if chosen_depth else None,
+        "url": critic_url,  # where the Critic was reached: kept in the file, not published
+    }
+    doc = record.document(
+        outcome, usage, config=config, started=started, finished=datetime.now(UTC)
+    )
+    path = record.write(doc, out or _stamp("intercept"))
     if as_json:
         console.print_json(outcome.model_dump_json())
     else:
@@ -628,8 +677,35 @@ def eval_intercept(
             f"intercept rate {outcome.intercepted}/{outcome.items} = {outcome.rate:.1%} "
             f"(target {outcome.target:.0%}: {'met' if outcome.met else 'NOT met'})"
         )
+        console.print(f"report: {path}")
+    if publishing:
+        _publish_intercept(url, api_token, doc, path)
     if not outcome.met:
         raise typer.Exit(2)
+
+
+def _publish_intercept(url: str | None, token: str | None, doc: dict[str, Any], path: Path) -> None:
+    """Publish the rate; any failure is a warning on stderr (``--json`` prints only the
+    report), and the report stays where it was written."""
+    from crosscheck.eval import publish
+
+    try:
+        outcome = publish.publish(resolve_settings(url, token), doc)
+    except CrosscheckError as exc:
+        message = str(exc)
+    else:
+        if outcome.id is not None:
+            err_console.print(
+                f"{escape(outcome.message)}: the console's Metrics page shows the rate's history",
+                soft_wrap=True,
+            )
+            return
+        message = outcome.message
+    err_console.print(
+        f"[bold yellow]warning:[/] not published: {escape(message)}. The report is in "
+        f"{escape(str(path))}.",
+        soft_wrap=True,
+    )
 
 
 # ------------------------------------------------------------------ corpus

@@ -16,8 +16,14 @@ from pydantic import Field, StringConstraints, ValidationInfo, field_validator, 
 
 from shared.contracts import WireModel
 
-EvalMode = Literal["single", "self", "cross"]
-EVAL_MODES: tuple[EvalMode, ...] = ("single", "self", "cross")
+EvalMode = Literal["single", "self", "cross", "critic"]
+EVAL_MODES: tuple[EvalMode, ...] = ("single", "self", "cross", "critic")
+# `crosscheck eval intercept` publishes as this dataset, with one mode, ``critic``, whose score
+# is the critical-error intercept rate; the alert, the console and the command's exit code
+# all hold it to this target.
+INTERCEPT_DATASET = "intercept"
+INTERCEPT_MODE: EvalMode = "critic"
+INTERCEPT_TARGET = 0.65
 # The configuration is free-form (the harness's options, the judge, a combined report's
 # sources): bounded as JSON, well below the 1 MiB request limit, so a summary stays small.
 MAX_CONFIG_BYTES = 16_384
@@ -45,8 +51,9 @@ class EvaluationMode(WireModel):
     """One mode's figures, as ``crosscheck eval`` summarises them (``results.json``)."""
 
     mode: EvalMode = Field(
-        description="single (one Actor call), self (the Critic on the Actor's provider) or "
-        "cross (the Critic on the other provider)."
+        description="single (one Actor call), self (the Critic on the Actor's provider), "
+        "cross (the Critic on the other provider), or critic (the Critic alone on labelled "
+        "outputs: `crosscheck eval intercept`, whose score is the intercept rate)."
     )
     items: Count = Field(description="Items scored in this mode.")
     passed: Count | None = Field(default=None, description="Items that scored 1.")
@@ -112,6 +119,15 @@ class EvaluationCreate(WireModel):
         if repeated:
             raise ValueError(f"each mode once: {', '.join(repeated)} is repeated")
         return modes
+
+    @model_validator(mode="after")
+    def _intercept_is_the_critic_alone(self) -> EvaluationCreate:
+        if self.dataset == INTERCEPT_DATASET and [m.mode for m in self.modes] != [INTERCEPT_MODE]:
+            raise ValueError(
+                f"the {INTERCEPT_DATASET} dataset has one mode, {INTERCEPT_MODE} (its score is "
+                "the intercept rate)"
+            )
+        return self
 
     @field_validator("finished_at")
     @classmethod

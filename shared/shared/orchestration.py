@@ -726,13 +726,21 @@ class StatsPublic(WireModel):
     )
     versions: int = Field(
         default=0,
-        description="Versions of finished runs that were due a critique (a version a rule "
-        "ended before its critique by design is not: evaluator pass, duplicate, converged, "
-        "shrank, budget, cancelled, a person's approval or rejection).",
+        description="Versions that settled: a later round revised them (the Actor's revision "
+        "or a person's edit), or a succeeded run shipped them. A version still in flight, or "
+        "the last version of a run that ended otherwise (escalated, failed, cancelled), is not "
+        "counted.",
     )
-    versions_critiqued: int = Field(default=0, description="Of those, versions with a critique.")
+    versions_judged: int = Field(
+        default=0,
+        description="Of those, versions the Critic critiqued or a person decided on (comment, "
+        "approve, edit, reject) before they settled.",
+    )
+    versions_critiqued: int = Field(
+        default=0, description="Of those, versions the Critic critiqued."
+    )
     trigger_rate: float | None = Field(
-        default=None, description="versions_critiqued / versions (target >= 0.95; null: none)."
+        default=None, description="versions_judged / versions (target >= 0.95; null: none)."
     )
     critiques: int = Field(default=0, description="Critiques of runs in the period.")
     critiques_degraded: int = Field(

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 from critic.app import create_app
 from critic.intercept import InterceptSetError, load_set, shipped_set
 from crosscheck.cli import app
+from shared.evaluations import INTERCEPT_TARGET
 from tests.critic.conftest import issue, scripted
 from tests.support.apps import uvicorn_serving
 from tests.support.factories import critic_settings
@@ -32,13 +33,14 @@ def unrelated(item) -> dict:
     return scripted(issues=[issue(quote=first, error_type="other", severity="minor")])
 
 
-async def intercept(fake_model, service_token, *args: str):
+async def intercept(fake_model, service_token, *args: str, out, env=None):
+    """The command against a served Critic; ``--no-publish`` unless ``args`` say otherwise."""
     settings = critic_settings(fake=fake_model, token=service_token)
+    publishing = [] if any(a.endswith("publish") for a in args) else ["--no-publish"]
     async with uvicorn_serving(create_app(settings)) as url:
-        env = {"CROSSCHECK_SERVICE_TOKEN": service_token, "CRITIC_URL": url}
-        return await asyncio.to_thread(
-            CliRunner().invoke, app, ["eval", "intercept", *args], env=env
-        )
+        env = {"CROSSCHECK_SERVICE_TOKEN": service_token, "CRITIC_URL": url, **(env or {})}
+        command = ["eval", "intercept", *args, *publishing, "--out", str(out)]
+        return await asyncio.to_thread(CliRunner().invoke, app, command, env=env)
 
 
 def report_of(output: str) -> dict:
@@ -53,7 +55,7 @@ class TestInterceptRate:
         assert sorted(set(profiles)) == ["code", "general", "legal", "medical", "support"]
         assert all(profiles.count(p) == 2 for p in set(profiles))
 
-    async def test_the_rate_is_the_scripted_one_exactly(self, fake_model, service_token):
+    async def test_the_rate_is_the_scripted_one_exactly(self, fake_model, service_token, tmp_path):
         plan = ["type", "type", "span", "miss", "type", "unrelated", "type", "span", "miss", "type"]
         answers = {
             "type": lambda item: caught(item, by="type"),
@@ -67,7 +69,7 @@ class TestInterceptRate:
                 for how, item in zip(plan, ITEMS, strict=True)
             ]
         )
-        result = await intercept(fake_model, service_token, "--depth", "L1", "--json")
+        result = await intercept(fake_model, service_token, "--depth", "L1", "--json", out=tmp_path)
         assert result.exit_code == 0, result.output
         report = report_of(result.output)
         assert (report["items"], report["intercepted"], report["rate"]) == (10, 7, 0.7)
@@ -79,8 +81,17 @@ class TestInterceptRate:
         calls = fake_model.requests()
         assert len(calls) == 10
         assert "senior legal reviewer" in calls[6]["body"]["system"]
+        # the record under --out: the report as an evaluation of the Critic alone
+        doc = json.loads((tmp_path / "results.json").read_text())
+        assert (doc["set"], list(doc["modes"])) == ("intercept", ["critic"])
+        summary = doc["modes"]["critic"]["summary"]
+        assert (summary["items"], summary["passed"], summary["score"]) == (10, 7, 0.7)
+        assert summary["critic"] == ["anthropic/claude-sonnet-4-6"]
+        assert [r["id"] for r in doc["modes"]["critic"]["items"]] == [i.id for i in ITEMS]
+        assert doc["config"]["target"] == INTERCEPT_TARGET
+        assert doc["config"]["by_profile"]["legal"]["items"] == 2
 
-    async def test_below_the_target_exits_2(self, fake_model, service_token):
+    async def test_below_the_target_exits_2(self, fake_model, service_token, tmp_path):
         fake_model.script(
             *[
                 {"stage": "critique", "response": caught(item, by="type")}
@@ -89,17 +100,17 @@ class TestInterceptRate:
                 for i, item in enumerate(ITEMS)
             ]
         )
-        result = await intercept(fake_model, service_token, "--depth", "L1")
+        result = await intercept(fake_model, service_token, "--depth", "L1", out=tmp_path)
         assert result.exit_code == 2, result.output
         assert "intercept rate 3/10 = 30.0% (target 65%: NOT met)" in result.output
 
-    async def test_one_profile_only(self, fake_model, service_token):
+    async def test_one_profile_only(self, fake_model, service_token, tmp_path):
         legal = [item for item in ITEMS if item.profile == "legal"]
         fake_model.script(
             *[{"stage": "critique", "response": caught(item, by="type")} for item in legal]
         )
         result = await intercept(
-            fake_model, service_token, "--profile", "legal", "--depth", "L2", "--json"
+            fake_model, service_token, "--profile", "legal", "--depth", "L2", "--json", out=tmp_path
         )
         report = report_of(result.output)
         assert (report["items"], report["rate"]) == (2, 1.0)

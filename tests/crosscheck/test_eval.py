@@ -562,3 +562,89 @@ class TestPublishing:
         )
         assert result.exit_code == 0, result.output
         assert "published" not in flat(result.output)
+
+
+class TestInterceptPublishing:
+    """`crosscheck eval intercept` publishes each rate to a real Orchestrator (which starts no
+    peers: the command calls the Critic itself, served here on the fake model)."""
+
+    @pytest.fixture
+    def peers(self):
+        return {}
+
+    @pytest.fixture
+    def sandbox_url(self):
+        from tests.support.servers import free_port
+
+        return f"http://127.0.0.1:{free_port()}"
+
+    @staticmethod
+    def script(fake_model, caught: int) -> None:
+        from tests.critic.conftest import scripted
+        from tests.critic.test_intercept import ITEMS
+        from tests.critic.test_intercept import caught as catch
+
+        missed = scripted(verdict="pass", error_class="none")
+        fake_model.script(
+            *[
+                {"stage": "critique", "response": catch(item, by="type") if n < caught else missed}
+                for n, item in enumerate(ITEMS)
+            ]
+        )
+
+    async def test_each_rate_is_published_and_its_history_reads_back(
+        self, url, fake_model, service_token, tmp_path
+    ):
+        from tests.critic.test_intercept import intercept
+
+        history: list[float] = []
+        for caught in (7, 3):
+            self.script(fake_model, caught)
+            out = tmp_path / f"caught-{caught}"
+            args = ("--depth", "L1", "--url", url, "--api-token", ADMIN_TOKEN, "--publish")
+            ran = await intercept(fake_model, service_token, *args, out=out)
+            assert ran.exit_code == (0 if caught == 7 else 2), ran.output
+            assert "published to " + url in flat(ran.stderr)
+            assert (out / "results.json").is_file()
+            history.insert(0, caught / 10)
+        import httpx
+
+        headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as http:
+            kept = (await http.get("/v1/evaluations", params={"dataset": "intercept"})).json()
+            scraped = (await http.get("/metrics")).text
+        assert [e["modes"][0]["score"] for e in kept] == history == [0.3, 0.7]
+        latest = kept[0]
+        assert [m["mode"] for m in latest["modes"]] == ["critic"]
+        assert (latest["items"], latest["modes"][0]["passed"]) == (10, 3)
+        assert latest["modes"][0]["critic"] == ["anthropic/claude-sonnet-4-6"]
+        assert latest["config"]["target"] == 0.65
+        assert latest["config"]["met"] is False
+        assert sum(p["items"] for p in latest["config"]["by_profile"].values()) == 10
+        assert "url" not in latest["config"]  # where the Critic was reached stays local
+        assert "crosscheck_intercept_rate 0.3" in scraped
+
+    async def test_a_refused_publish_is_a_warning_and_the_exit_code_is_the_rates(
+        self, url, api, fake_model, service_token, tmp_path
+    ):
+        from tests.critic.test_intercept import intercept, report_of
+        from tests.orchestrator.conftest import mint
+
+        reviewer = await mint(api, "reviewer")
+        self.script(fake_model, 7)
+        args = ("--depth", "L1", "--url", url, "--api-token", reviewer, "--publish", "--json")
+        ran = await intercept(fake_model, service_token, *args, out=tmp_path / "refused")
+        assert ran.exit_code == 0, ran.output
+        said = flat(ran.stderr)
+        assert "warning: not published" in said
+        assert "needs the role service" in said
+        assert f"The report is in {tmp_path / 'refused' / 'results.json'}" in said
+        assert reviewer not in said
+        assert report_of(ran.stdout)["rate"] == 0.7
+
+        self.script(fake_model, 3)
+        ran = await intercept(fake_model, service_token, "--depth", "L1", out=tmp_path / "quiet")
+        assert ran.exit_code == 2, ran.output  # --no-publish (the helper's default)
+        assert "published" not in flat(ran.output)
+        latest = await api.get("/v1/evaluations/latest", params={"dataset": "intercept"})
+        assert latest.status_code == 404

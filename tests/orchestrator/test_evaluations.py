@@ -4,11 +4,14 @@ and on Postgres (the `database_url` fixture)."""
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
+import yaml
 
 from shared.evaluations import MAX_CONFIG_BYTES
 from tests.orchestrator.conftest import mint
+from tests.support import promql
 from tests.support.servers import free_port
 
 SINGLE = {
@@ -59,6 +62,27 @@ SUMMARY = {
 
 def summary(**changes) -> dict:
     body = copy.deepcopy(SUMMARY)
+    body.update(changes)
+    return body
+
+
+def intercept_summary(rate: float, finished_at: str = "2026-11-30T10:12:30Z", **changes) -> dict:
+    """What `crosscheck eval intercept` publishes: the Critic alone on 10 planted errors."""
+    body = {
+        "dataset": "intercept",
+        "items": 10,
+        "modes": [
+            {
+                "mode": "critic",
+                "items": 10,
+                "passed": round(rate * 10),
+                "score": rate,
+                "critic": ["anthropic/claude-sonnet-4-6"],
+            }
+        ],
+        "config": {"set_file": "shipped intercept set", "target": 0.65},
+        "finished_at": finished_at,
+    }
     body.update(changes)
     return body
 
@@ -159,6 +183,8 @@ BAD = [
     (summary(config={"note": BIG}), "config"),
     (summary(started_at="2026-11-30T11:00:00Z"), "finished_at"),
     (summary(colour="red"), "colour"),
+    (intercept_summary(0.7, modes=[SINGLE]), "body"),
+    (intercept_summary(0.7, modes=[SINGLE, {**SINGLE, "mode": "critic"}]), "body"),
     ({k: v for k, v in SUMMARY.items() if k != "finished_at"}, "finished_at"),
 ]
 
@@ -183,7 +209,7 @@ class TestBadSummaries:
         sent = await api.post("/v1/evaluations", json=summary(modes=[SINGLE, SINGLE]))
         assert "single is repeated" in sent.json()["detail"][0]["msg"]
         sent = await api.post("/v1/evaluations", json=summary(modes=mode_with(mode="double")))
-        assert "'single', 'self' or 'cross'" in sent.json()["detail"][0]["msg"]
+        assert "'single', 'self', 'cross' or 'critic'" in sent.json()["detail"][0]["msg"]
         sent = await api.post("/v1/evaluations", json=summary(started_at="2026-12-01T00:00:00Z"))
         assert "started_at is after finished_at" in sent.json()["detail"][0]["msg"]
 
@@ -239,3 +265,112 @@ class TestRoles:
             for headers in ({"Authorization": ""}, {"Authorization": "Bearer nope-nope-nope"}):
                 response = await api.request(method, path, json=SUMMARY, headers=headers)
                 assert response.status_code == 401, (method, path, headers)
+
+
+ALERTS = Path(__file__).parents[2] / "infra" / "prometheus" / "crosscheck-alerts.yml"
+
+
+def intercept_rule() -> promql.Node:
+    rules = yaml.safe_load(ALERTS.read_text())["groups"][0]["rules"]
+    [expr] = [r["expr"] for r in rules if r["alert"] == "CrosscheckInterceptRateLow"]
+    return promql.parse(expr)
+
+
+async def gauge(api) -> dict:
+    """crosscheck_intercept_rate as scraped (empty: not exposed)."""
+    response = await api.get("/metrics")
+    assert response.status_code == 200
+    return promql.samples(response.text).get("crosscheck_intercept_rate", {})
+
+
+class TestInterceptRate:
+    """`crosscheck eval intercept` publishes as the dataset intercept, one mode (critic)
+    whose score is the rate; /metrics exposes the latest as a gauge the alert reads."""
+
+    async def test_its_history_reads_back_newest_first_and_the_latest_loop_one_stays(self, api):
+        for rate, day in ((0.6, "28"), (0.8, "30"), (0.7, "29")):
+            body = intercept_summary(rate, finished_at=f"2026-11-{day}T10:00:00Z")
+            created = await api.post("/v1/evaluations", json=body)
+            assert created.status_code == 201, created.text
+        early = summary(started_at=None, finished_at="2026-11-01T00:00:00Z")
+        loop = await api.post("/v1/evaluations", json=early)
+        history = await api.get("/v1/evaluations", params={"dataset": "intercept"})
+        assert [e["modes"][0]["score"] for e in history.json()] == [0.8, 0.7, 0.6]
+        assert history.json()[0]["modes"][0]["mode"] == "critic"
+        latest = await api.get("/v1/evaluations/latest")
+        assert latest.json()["dataset"] == "intercept"
+        # what the console's "Latest evaluation" reads: the loop's, however many came since
+        latest = await api.get("/v1/evaluations/latest", params={"exclude": "intercept"})
+        assert latest.json()["id"] == loop.json()["id"]
+
+    async def test_none_of_another_set_says_so(self, api):
+        await api.post("/v1/evaluations", json=intercept_summary(0.7))
+        response = await api.get("/v1/evaluations/latest", params={"exclude": "intercept"})
+        assert response.status_code == 404
+        assert "other than intercept" in response.json()["detail"]
+        response = await api.get("/v1/evaluations/latest", params={"dataset": "humaneval"})
+        assert "crosscheck eval humaneval --mode cross" in response.json()["detail"]
+        await api.post("/v1/evaluations", json=summary())
+        none = await api.get("/v1/evaluations/latest", params={"exclude": "text"})
+        assert none.json()["dataset"] == "intercept"
+        bad = await api.get("/v1/evaluations/latest", params={"exclude": "../etc"})
+        assert bad.status_code == 422
+
+    async def test_the_intercept_set_takes_only_the_critic_mode(self, api):
+        refused = await api.post("/v1/evaluations", json=intercept_summary(0.7, modes=[SINGLE]))
+        assert refused.status_code == 422
+        assert "the intercept dataset has one mode, critic" in refused.text
+        assert await gauge(api) == {}
+
+    async def test_the_gauge_is_the_latest_published_rate_and_the_alert_reads_it(self, api):
+        rule = intercept_rule()
+        assert await gauge(api) == {}  # nothing published: no gauge, so no alert either
+        assert promql.evaluate(rule, {}) == {}
+        await api.post("/v1/evaluations", json=summary(finished_at="2026-12-01T00:00:00Z"))
+        assert await gauge(api) == {}  # a loop evaluation is not an intercept rate
+
+        await api.post("/v1/evaluations", json=intercept_summary(0.5))
+        scraped = await gauge(api)
+        assert scraped == {frozenset(): 0.5}
+        fired = promql.evaluate(rule, {"crosscheck_intercept_rate": scraped})
+        assert fired == {frozenset(): 0.5}
+
+        later = intercept_summary(0.65, finished_at="2026-11-30T11:00:00Z")
+        await api.post("/v1/evaluations", json=later)
+        scraped = await gauge(api)
+        assert scraped == {frozenset(): 0.65}  # on the target: met, no alert
+        assert promql.evaluate(rule, {"crosscheck_intercept_rate": scraped}) == {}
+
+        # sent now, but finished before the one above: not the latest
+        earlier = intercept_summary(0.1, finished_at="2026-11-29T00:00:00Z")
+        await api.post("/v1/evaluations", json=earlier)
+        assert await gauge(api) == {frozenset(): 0.65}
+
+    async def test_the_gauge_survives_a_restart(self, orchestrator_settings, peers):
+        from orchestrator.app import create_app
+        from tests.orchestrator.conftest import ADMIN_TOKEN
+        from tests.support.apps import serving
+
+        async with serving(
+            create_app(orchestrator_settings, peer_transports=peers), ADMIN_TOKEN
+        ) as api:
+            await api.post("/v1/evaluations", json=intercept_summary(0.4))
+            assert await gauge(api) == {frozenset(): 0.4}
+        async with serving(
+            create_app(orchestrator_settings, peer_transports=peers), ADMIN_TOKEN
+        ) as api:
+            assert await gauge(api) == {frozenset(): 0.4}
+
+    def test_a_database_it_cannot_read_leaves_out_the_gauge_not_the_metrics(self, tmp_path):
+        import sqlalchemy as sa
+        from prometheus_client import generate_latest
+
+        from orchestrator.evaluations.service import latest_intercept_rate
+        from orchestrator.metrics import Metrics
+
+        metrics = Metrics()
+        nowhere = sa.create_engine(f"sqlite:///{tmp_path}/missing/dir/crosscheck.sqlite")
+        metrics.read_intercept_rate(lambda: latest_intercept_rate(nowhere))
+        text = generate_latest(metrics.registry).decode()
+        assert "crosscheck_versions_settled_total" in text
+        assert "crosscheck_intercept_rate" not in text

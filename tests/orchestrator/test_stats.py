@@ -12,8 +12,11 @@ import yaml
 from sqlmodel import Session
 
 from orchestrator.stats.service import StatsService
+from shared.evaluations import INTERCEPT_TARGET
 from tests.critic.conftest import scripted
 from tests.orchestrator.conftest import mint, start, wait_for
+from tests.orchestrator.test_evaluations import intercept_summary
+from tests.support import promql
 
 PASSES = "Explain why the sky is blue."  # the fake critic passes round 2
 ESCALATES = "Explain tides."  # with max_rounds 1: escalated, max_rounds
@@ -58,29 +61,92 @@ async def expected_providers(api, *run_ids: str) -> dict[tuple[str, str], dict]:
     return out
 
 
+def squash(text: str | None) -> str:
+    return " ".join((text or "").split())
+
+
+def raised_again(found: dict, now: list[dict]) -> bool:
+    """The critique of the revision raises ``found`` again: an issue on the same span or of
+    the same dimension (case and spacing aside)."""
+    quote, dimension = squash(found["quote"]), found["dimension"].strip().lower()
+    return any(
+        (quote and squash(i["quote"]) == quote)
+        or (dimension and i["dimension"].strip().lower() == dimension)
+        for i in now
+    )
+
+
 def adoption_counts(run: dict) -> list[tuple[int, int]]:
-    """Each revision's (adopted, counted) critic issues, from the run's own rounds: an issue
-    is adopted when the Actor answered it `applied` and the next critique did not raise it
-    again; a refusal the Critic accepted is not counted. A version that answered no issue
-    (a person's edit) is not measured."""
+    """Each Actor revision's (adopted, counted) critic issues, from the run's own rounds: an
+    issue is adopted when the critique of the revision does not raise it again, whatever the
+    Actor answered; a refusal the Critic accepted is not counted. A person's edit is not
+    measured."""
     out = []
     for before, after in itertools.pairwise(run["rounds"]):
         issues = (before["critique"] or {}).get("issues", [])
-        answers = {r["issue"]: r for r in after["responses"] if r.get("issue")}
-        if not issues or not answers or after["critique"] is None:
+        if not issues or after["critique"] is None or after["provenance"] != "actor":
             continue
-        raised = {(i["dimension"], i["quote"]) for i in after["critique"]["issues"]}
+        answers = {r["issue"]: r for r in after["responses"] or [] if r.get("issue")}
         accepted = set(after["critique"]["accepted_refusals"])
         adopted = counted = 0
         for n, found in enumerate(issues, start=1):
-            got = answers.get(f"i{n}", {}).get("action")
-            if got == "declined" and f"i{n}" in accepted:
+            if answers.get(f"i{n}", {}).get("action") == "declined" and f"i{n}" in accepted:
                 continue
             counted += 1
-            adopted += got == "applied" and (found["dimension"], found["quote"]) not in raised
+            adopted += not raised_again(found, after["critique"]["issues"])
         if counted:
             out.append((adopted, counted))
     return out
+
+
+JUDGING = {"comment", "approve", "edit", "reject"}
+
+
+async def decided_rounds(api, run_id: str) -> set[int]:
+    """The rounds of a run a person decided on (comment, approve, edit, reject)."""
+    params = {"run_id": run_id, "status": "resolved"}
+    out = set()
+    for item in (await api.get("/v1/reviews", params=params)).json()["items"]:
+        decision = (await api.get(f"/v1/reviews/{item['id']}")).json()["decision"]
+        if decision["action"] in JUDGING:
+            out.add(item["round"])
+    return out
+
+
+def settled_versions(run: dict, decided: set[int]) -> list[tuple[bool, bool]]:
+    """(judged, critiqued) for each version of the run that settled: a later round revised
+    it, or the run succeeded with it. Judged: it has a critique, a person decided on it, or
+    a person approved it as the version that shipped."""
+    out = []
+    last = max((r["number"] for r in run["rounds"]), default=0)
+    for r in run["rounds"]:
+        shipped = run["status"] == "succeeded" and r["number"] == run["final_round"]
+        if r["number"] == last and not shipped:
+            continue
+        critiqued = r["critique"] is not None
+        approved = shipped and run["stop_reason"] == "review_approved"
+        out.append((critiqued or r["number"] in decided or approved, critiqued))
+    return out
+
+
+async def expected_trigger(api, *runs: dict) -> dict:
+    versions = [
+        v for run in runs for v in settled_versions(run, await decided_rounds(api, run["id"]))
+    ]
+    judged = sum(j for j, _ in versions)
+    return {
+        "versions": len(versions),
+        "versions_judged": judged,
+        "versions_critiqued": sum(c for _, c in versions),
+        "trigger_rate": round(judged / len(versions), 6) if versions else None,
+    }
+
+
+TRIGGER = ("versions", "versions_judged", "versions_critiqued", "trigger_rate")
+
+
+def trigger(body: dict) -> dict:
+    return {k: body[k] for k in TRIGGER}
 
 
 def metric(text: str, name: str) -> float:
@@ -288,9 +354,15 @@ class TestReflectionHealth:
         rounds = [r for run in runs for r in run["rounds"]]
         critiques = [r["critique"] for r in rounds if r["critique"]]
         body = await stats(api)
-        assert body["versions"] == len(rounds) == 5
-        assert body["versions_critiqued"] == len(critiques) == 4
-        assert body["trigger_rate"] == pytest.approx(4 / 5)
+        # settled: the passing run's two versions; the three escalated runs' only versions
+        # have not (a person has yet to decide on them)
+        assert trigger(body) == await expected_trigger(api, *runs)
+        assert trigger(body) == {
+            "versions": 2,
+            "versions_judged": 2,
+            "versions_critiqued": 2,
+            "trigger_rate": 1.0,
+        }
         assert body["critiques"] == 4
         assert body["critiques_degraded"] == sum(c["degraded"] for c in critiques) == 1
         assert body["degraded_rate"] == pytest.approx(1 / 4)
@@ -342,7 +414,9 @@ class TestReflectionHealth:
             a for a, _ in counts
         )
 
-    async def test_a_version_a_rule_ended_before_its_critique_is_not_due_one(self, api, fake_model):
+    async def test_the_last_version_of_a_run_that_did_not_succeed_is_not_counted(
+        self, api, fake_model
+    ):
         same = {"output": "The same answer.", "uncertainties": []}
         fake_model.script(
             {"stage": "draft", "response": same}, {"stage": "revise", "response": same}
@@ -350,17 +424,250 @@ class TestReflectionHealth:
         run = await wait_for(api, await start(api, task="Explain tides."))
         assert run["stop_reason"] == "duplicate_output"
         body = await stats(api)
-        assert (body["versions"], body["versions_critiqued"], body["trigger_rate"]) == (1, 1, 1.0)
+        # round 1 was critiqued, then revised; round 2 ended the run before its critique
+        assert (body["versions"], body["versions_judged"], body["trigger_rate"]) == (1, 1, 1.0)
         assert body["degraded_rate"] == 0.0
 
 
 ALERTS = Path(__file__).parents[2] / "infra" / "prometheus" / "crosscheck-alerts.yml"
 METRIC = re.compile(r"\b(crosscheck_[a-z_]+)")
+DONE = {"succeeded", "escalated", "failed", "cancelled"}
+MOON = "Mention the Moon."
+
+
+def alert_rules() -> dict[str, str]:
+    return {r["alert"]: r["expr"] for r in yaml.safe_load(ALERTS.read_text())["groups"][0]["rules"]}
+
+
+def trigger_rule() -> tuple[promql.Node, promql.Node]:
+    """The trigger-rate rule, and its ratio: ``(ratio) < 0.95 and (traffic) >= 20``."""
+    rule = promql.parse(alert_rules()["CrosscheckCritiqueTriggerRateLow"])
+    assert isinstance(rule, promql.Binary)
+    assert rule.op == "and"
+    assert isinstance(rule.left, promql.Binary)
+    assert rule.left.op == "<"
+    assert rule.left.right == promql.Number(0.95)
+    return rule, rule.left.left
+
+
+async def scrape(api) -> promql.Samples:
+    response = await api.get("/metrics")
+    assert response.status_code == 200
+    return promql.samples(response.text)
+
+
+def settled_counts(scraped: promql.Samples) -> tuple[float, float]:
+    """crosscheck_versions_settled_total: (judged, not judged)."""
+    series = scraped["crosscheck_versions_settled_total"]
+    return series[frozenset({("judged", "true")})], series[frozenset({("judged", "false")})]
+
+
+def scaled(scraped: promql.Samples, factor: float) -> promql.Samples:
+    return {name: {k: v * factor for k, v in s.items()} for name, s in scraped.items()}
+
+
+async def paused_run(api) -> str:
+    run_id = await start(api, task="Explain tides.", policy={"review": "before_critique"})
+    assert (await wait_for(api, run_id))["status"] == "awaiting_review"
+    return run_id
+
+
+class TestTriggerRate:
+    """Versions that settled (revised, or shipped by a succeeded run) and were judged first
+    (a critique, or a person's decision), over all that settled: in `/v1/stats` from the
+    read model, and in `/metrics` as it happens, where the alert rule reads it."""
+
+    async def test_a_comment_before_the_first_critique_judges_that_version(self, api):
+        before = await scrape(api)
+        run_id = await start(api, task="Explain tides.", policy={"review": "first_round"})
+        await wait_for(api, run_id)
+        await decide_escalation(api, run_id, action="comment", comment=MOON)
+        run = await wait_for(api, run_id, statuses=DONE)
+        assert (run["status"], run["stop_reason"]) == ("succeeded", "critic_pass")
+        assert [r["critique"] is not None for r in run["rounds"]] == [False, True]
+
+        body = await stats(api)
+        assert trigger(body) == {
+            "versions": 2,
+            "versions_judged": 2,  # the reviewer judged round 1, the Critic round 2
+            "versions_critiqued": 1,
+            "trigger_rate": 1.0,
+        }
+        assert trigger(body) == await expected_trigger(api, run)
+        after = await scrape(api)
+        assert settled_counts(after) == (2, 0)
+        rule, ratio = trigger_rule()
+        assert promql.evaluate(ratio, after, before) == {frozenset(): body["trigger_rate"]}
+        assert promql.evaluate(rule, after, before) == {}  # healthy: no alert
+
+    async def test_a_version_revised_without_a_judgement_lowers_it(self, api, fake_model):
+        """The draft fails its schema (an evaluator's fact, not a judgement), the Critic
+        cannot be reached, and a person asks for another round without judging the draft."""
+        before = await scrape(api)
+        fake_model.faults(*[{"status": 503, "stage": "critique"}] * 6)
+        fake_model.script(
+            {"stage": "draft", "response": {"output": "Paris", "uncertainties": []}},
+            {"stage": "revise", "response": {"output": '{"city": "Paris"}', "uncertainties": []}},
+            {"stage": "critique", "response": PASS},
+        )
+        schema = {"type": "object", "required": ["city"]}
+        run_id = await start(api, task="Capital of France as JSON.", json_schema=schema)
+        down = await wait_for(api, run_id)
+        assert (down["status"], down["stop_reason"]) == ("escalated", "environment")
+        assert down["rounds"][0]["evaluation"]["passed"] is False
+        assert (await stats(api))["versions"] == 0  # escalated: its version has not settled
+        await decide_escalation(api, run_id, action="retry")
+        run = await wait_for(api, run_id, statuses=DONE)
+        assert (run["status"], run["stop_reason"]) == ("succeeded", "critic_pass")
+        assert [r["critique"] is not None for r in run["rounds"]] == [False, True]
+
+        body = await stats(api)
+        assert trigger(body) == {
+            "versions": 2,
+            "versions_judged": 1,
+            "versions_critiqued": 1,
+            "trigger_rate": 0.5,
+        }
+        assert trigger(body) == await expected_trigger(api, run)
+        after = await scrape(api)
+        assert settled_counts(after) == (1, 1)
+        rule, ratio = trigger_rule()
+        assert promql.evaluate(ratio, after, before) == {frozenset(): 0.5}
+        assert promql.evaluate(rule, after, before) == {}  # 2 versions: under the minimum
+        busy = scaled(after, 10)  # the same mix over 20 versions: the alert fires
+        assert promql.evaluate(rule, busy, before) == {frozenset(): 0.5}
+
+    async def test_a_persons_decisions_judge_and_unsettled_versions_are_not_counted(self, api):
+        edited = await paused_run(api)
+        await decide_escalation(api, edited, action="edit", output="The Moon pulls.", finish=True)
+        approved = await paused_run(api)
+        await decide_escalation(api, approved, action="approve")
+        rejected = await paused_run(api)
+        await decide_escalation(api, rejected, action="reject", comment="Off topic.")
+        waiting = await paused_run(api)
+        runs = [(await api.get(f"/v1/runs/{r}")).json() for r in (edited, approved, rejected)]
+        runs.append((await api.get(f"/v1/runs/{waiting}")).json())
+        assert [r["status"] for r in runs] == [
+            "succeeded",
+            "succeeded",
+            "failed",
+            "awaiting_review",
+        ]
+
+        body = await stats(api)
+        # the edited run: its draft (revised by the edit, which judged it) and the edited
+        # version (shipped on the person's approval); the approved draft. The rejected draft
+        # and the waiting one have not settled.
+        assert trigger(body) == {
+            "versions": 3,
+            "versions_judged": 3,
+            "versions_critiqued": 0,
+            "trigger_rate": 1.0,
+        }
+        assert trigger(body) == await expected_trigger(api, *runs)
+        assert settled_counts(await scrape(api)) == (3, 0)
+
+    async def test_a_step_run_again_counts_no_version_twice(self, api):
+        from orchestrator.engine.steps import act, critique
+
+        run = await wait_for(api, await start(api, task=PASSES))
+        assert settled_counts(await scrape(api)) == (2, 0)
+        # the critique step that succeeded the run, run again (cut off after its commit)
+        assert (await critique(run["id"], 2, None, None))["verdict"] == "pass"
+        assert settled_counts(await scrape(api)) == (2, 0)
+
+        run_id = await paused_run(api)
+        await decide_escalation(api, run_id, action="comment", comment=MOON)
+        paused = await wait_for(api, run_id, statuses={"awaiting_review"})
+        assert len(paused["rounds"]) == 2
+        assert settled_counts(await scrape(api)) == (3, 0)  # round 1, on the comment
+        # the revision step, run again: its round is written already
+        await act(run_id, 2, "revise", 1, [paused["rounds"][0]["output_hash"]])
+        assert settled_counts(await scrape(api)) == (3, 0)
+        assert (await stats(api))["versions"] == 3
+
+
+class TestAdoptionIsTheCriticsCall:
+    async def test_an_issue_raised_again_on_the_revised_text_is_not_adopted(self, api, fake_model):
+        """The Actor says it applied both issues; the Critic raises the first again on the
+        revised text (a new quote, the same dimension written differently)."""
+        from tests.critic.conftest import issue
+        from tests.orchestrator.test_revision_points import (
+            DRAFT,
+            ONE,
+            REVISED,
+            TWO,
+            actor,
+            answer,
+        )
+
+        again = issue(
+            severity="minor",
+            dimension=" Completeness",
+            quote="Tides rise and fall twice a day",
+            suggestion="Name the rhythm.",
+        )
+        fake_model.script(
+            {"stage": "draft", "response": actor(DRAFT)},
+            {"stage": "critique", "response": scripted(issues=[ONE, TWO])},
+            {"stage": "revise", "response": actor(REVISED, answer("i1"), answer("i2"))},
+            {"stage": "critique", "response": scripted(issues=[again])},
+        )
+        run = await wait_for(api, await start(api, task="Explain tides.", policy={"max_rounds": 2}))
+        assert [r["action"] for r in run["rounds"][1]["responses"]] == ["applied", "applied"]
+        assert run["rounds"][1]["adoption"] == 0.5
+        assert adoption_counts(run) == [(1, 2)]
+        body = await stats(api)
+        assert (body["adoption_rate"], body["adoption_rounds"]) == (0.5, 1)
+        text = (await api.get("/metrics")).text
+        assert metric(text, "crosscheck_reflection_issues_total") == 2
+        assert metric(text, "crosscheck_reflection_issues_adopted_total") == 1
+
+    async def test_a_refusal_the_critic_lets_go_without_accepting_it_is_adopted(
+        self, api, fake_model
+    ):
+        from tests.orchestrator.test_revision_points import (
+            DRAFT,
+            ONE,
+            REASON,
+            REVISED,
+            TWO,
+            actor,
+            answer,
+        )
+
+        fake_model.script(
+            {"stage": "draft", "response": actor(DRAFT)},
+            {"stage": "critique", "response": scripted(issues=[ONE, TWO])},
+            {
+                "stage": "revise",
+                "response": actor(REVISED, answer("i1"), answer("i2", "declined", REASON)),
+            },
+            {"stage": "critique", "response": PASS},  # raises neither, accepts no refusal
+        )
+        run = await wait_for(api, await start(api, task="Explain tides."))
+        assert run["rounds"][1]["critique"]["accepted_refusals"] == []
+        assert run["rounds"][1]["adoption"] == 1.0
+        assert adoption_counts(run) == [(2, 2)]
+
+    async def test_a_persons_edit_is_not_measured(self, api):
+        run_id = await start(api, task=ESCALATES, policy={"max_rounds": 1})
+        escalated = await wait_for(api, run_id)
+        assert escalated["rounds"][0]["critique"]["issues"]
+        edit = "Tides: the Moon's gravity raises two bulges of water.\n(revised)"
+        await decide_escalation(api, run_id, action="edit", output=edit)
+        run = await wait_for(api, run_id, statuses=DONE)
+        edited = run["rounds"][1]
+        assert (edited["provenance"], edited["critique"] is not None) == ("human", True)
+        assert edited["adoption"] is None
+        assert (await stats(api))["adoption_rounds"] == 0
 
 
 class TestAlertRules:
     async def test_every_alert_reads_metrics_the_orchestrator_exposes(self, api):
         await wait_for(api, await start(api, task=PASSES))
+        published = await api.post("/v1/evaluations", json=intercept_summary(0.7))
+        assert published.status_code == 201, published.text
         exposed = {
             line.split("{")[0].split(" ")[0]
             for line in (await api.get("/metrics")).text.splitlines()
@@ -380,3 +687,7 @@ class TestAlertRules:
         assert ") < 0.15" in rules["CrosscheckAdoptionRateLow"]
         assert ") > 0.70" in rules["CrosscheckAdoptionRateHigh"]
         assert ") > 0.10" in rules["CrosscheckDegradedCritiquesHigh"]
+        intercept = promql.parse(rules["CrosscheckInterceptRateLow"])
+        assert isinstance(intercept, promql.Binary)
+        assert intercept.op == "<"
+        assert intercept.right == promql.Number(INTERCEPT_TARGET)

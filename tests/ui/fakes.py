@@ -148,7 +148,8 @@ def stats_body(**extra: Any) -> dict:
         ],
         "critic_agreement": [],
         "versions": 6,
-        "versions_critiqued": 6,
+        "versions_judged": 6,
+        "versions_critiqued": 5,
         "trigger_rate": 1.0,
         "critiques": 6,
         "critiques_degraded": 1,
@@ -217,6 +218,7 @@ EMPTY_STATS = stats_body(
     model_calls=0,
     providers=[],
     versions=0,
+    versions_judged=0,
     versions_critiqued=0,
     trigger_rate=None,
     critiques=0,
@@ -286,6 +288,33 @@ def evaluation_body(**extra: Any) -> dict:
     return body
 
 
+def intercept_body(rate: float, finished_at: str, **extra: Any) -> dict:
+    """One entry of ``GET /v1/evaluations?dataset=intercept``: the Critic alone on 10 items."""
+    body = evaluation_body(
+        id=f"eval_{finished_at}",
+        dataset="intercept",
+        items=10,
+        limit=None,
+        seed=None,
+        modes=[
+            evaluation_mode(
+                "critic",
+                items=10,
+                passed=round(rate * 10),
+                score=rate,
+                actor=[],
+                critic=["anthropic/claude-sonnet-4-6"],
+            )
+        ],
+        config={"set_file": "shipped intercept set", "target": 0.65},
+        started_at=None,
+        finished_at=finished_at,
+        published_by="eval-ci",
+    )
+    body.update(extra)
+    return body
+
+
 class FakeClient:
     """Records every call; answers from in-memory reviews, runs, lessons and stats."""
 
@@ -298,6 +327,7 @@ class FakeClient:
         stats: dict | None = None,
         knowledge: list[dict] | None = None,
         evaluation: dict | None = None,
+        intercepts: list[Any] | None = None,  # untrusted: anything the API might send
     ) -> None:
         self.reviews = {r["id"]: r for r in (reviews or [review_item()])}
         self.runs = {r["id"]: r for r in (runs or [run_summary()])}
@@ -313,6 +343,8 @@ class FakeClient:
         self.fail_stats: ApiError | None = None
         self.evaluation = evaluation  # None: none published yet (the API's 404)
         self.fail_evaluation: ApiError | None = None
+        self.intercepts = intercepts or []  # newest first, as the API lists them
+        self.fail_intercepts: ApiError | None = None
 
     def _log(self, name: str, *args: Any, **kwargs: Any) -> None:
         self.calls.append((name, args, kwargs))
@@ -451,6 +483,12 @@ class FakeClient:
         if self.fail_evaluation:
             raise self.fail_evaluation
         return self.evaluation
+
+    def intercept_history(self, limit: int = 100) -> list[dict]:
+        self._log("intercept_history", limit=limit)
+        if self.fail_intercepts:
+            raise self.fail_intercepts
+        return self.intercepts[:limit]
 
     def list_lessons(self, scope=None, include_retired=False) -> list[dict]:
         self._log("list_lessons", scope=scope, include_retired=include_retired)

@@ -16,6 +16,7 @@ from tests.ui.fakes import (
     FakeClient,
     evaluation_body,
     evaluation_mode,
+    intercept_body,
     lesson,
     provider,
     review_item,
@@ -1032,17 +1033,23 @@ def test_adoption_on_the_band_edges_is_inside(rate):
 
 
 def test_trigger_rate_below_target_is_an_alert_and_at_target_is_not():
-    below = stats_body(versions=20, versions_critiqued=18, trigger_rate=0.9)
+    below = stats_body(versions=20, versions_judged=18, versions_critiqued=16, trigger_rate=0.9)
     at = open_metrics(FakeClient(stats=below))
     [error] = at.error
     assert shown(error.value) == (
-        "Trigger rate 90% is below the 95% target: 2 versions due a critique had none."
+        "Trigger rate 90% is below the 95% target: 2 versions were revised or shipped "
+        "without a critique or a person's decision."
     )
     assert "red" in health(at)["Trigger rate"][2]
-    at = open_metrics(
-        FakeClient(stats=stats_body(versions=20, versions_critiqued=19, trigger_rate=0.95))
-    )
+    [trigger] = [m for m in at.metric if m.label == "Trigger rate"]
+    assert "(18 of 20; the Critic 16)" in trigger.proto.help
+    one = stats_body(versions=20, versions_judged=19, trigger_rate=0.95)
+    at = open_metrics(FakeClient(stats=one))
     assert not at.error
+    one = stats_body(versions=10, versions_judged=9, trigger_rate=0.9)
+    assert shown(open_metrics(FakeClient(stats=one)).error[0].value).startswith(
+        "Trigger rate 90% is below the 95% target: 1 version was revised or shipped"
+    )
 
 
 def test_reflection_health_without_critiques_shows_dashes():
@@ -1176,7 +1183,7 @@ def deltas(at: AppTest) -> dict[str, tuple[str, str | None]]:
 
 def test_the_latest_evaluation_shows_beside_the_live_metrics():
     at = open_metrics(FakeClient(evaluation=evaluation_body()))
-    assert [t.label for t in at.tabs] == ["Live", "Latest evaluation"]
+    assert [t.label for t in at.tabs] == ["Live", "Latest evaluation", "Intercept rate"]
     assert {m.label: m.value for m in at.metric}["Runs"] == "5"  # the live figures stay
     assert at.subheader[-1].value == "Latest evaluation"
     facts = shown(at.markdown[-1].value)
@@ -1269,3 +1276,105 @@ def test_figures_the_page_cannot_read_show_as_dashes():
     assert rows["actor"][1] == "—"
     assert deltas(at)["cross: score"] == ("—", None)
     assert "finished **—**" in shown(at.markdown[-1].value)
+
+
+# ---------------------------------------------------------------- the intercept rate
+INTERCEPTS = [  # newest first, as the API lists them
+    intercept_body(0.7, "2026-11-30T10:00:00Z"),
+    intercept_body(0.5, "2026-11-29T10:00:00Z", published_by="ana"),
+    intercept_body(0.6, "2026-11-28T10:00:00Z"),
+]
+
+
+def intercept_metrics(at: AppTest) -> dict[str, tuple[str, str | None, str]]:
+    return {
+        m.label: (
+            m.value,
+            m.proto.delta or None,
+            m.proto.DESCRIPTOR.fields_by_name["color"]
+            .enum_type.values_by_number[m.proto.color]
+            .name.lower(),
+        )
+        for m in at.metric
+        if m.label in ("Intercept rate", "Items", "Published results")
+    }
+
+
+def test_the_intercept_rate_history_shows_against_its_target():
+    fake = FakeClient(intercepts=INTERCEPTS)
+    at = open_metrics(fake)
+    assert fake.called("intercept_history")
+    assert "Critical-error intercept rate" in [h.value for h in at.subheader]
+    found = intercept_metrics(at)
+    assert found["Intercept rate"][:2] == ("70%", "target 65%")
+    assert "red" not in found["Intercept rate"][2]
+    assert (found["Items"][0], found["Published results"][0]) == ("10", "3")
+    assert not at.error
+    [history] = [c for c in charts(at) if "rate" in chart_rows(c)[0]]
+    rows = chart_rows(history)
+    assert [r["rate"] for r in rows] == [0.6, 0.5, 0.7]  # oldest first, along time
+    assert {r["target"] for r in rows} == {0.65}
+    layers = json.loads(history.proto.spec)["layer"]
+    assert [layer["mark"]["type"] for layer in layers] == ["line", "rule"]
+    rates = table(at, -1)
+    assert rates["finished"] == [
+        "2026-11-30 10:00 UTC",
+        "2026-11-29 10:00 UTC",
+        "2026-11-28 10:00 UTC",
+    ]
+    assert rates["rate"] == ["70%", "50%", "60%"]
+    assert rates["intercepted"] == ["7 of 10", "5 of 10", "6 of 10"]
+    assert rates["published by"] == ["eval-ci", "ana", "eval-ci"]
+    assert "The dashed line is the 65% target." in all_text(at)
+    assert {m.label: m.value for m in at.metric}["Runs"] == "5"  # the live figures stay
+
+
+def test_a_latest_intercept_rate_below_the_target_is_an_alert():
+    at = open_metrics(FakeClient(intercepts=[intercept_body(0.6, "2026-12-01T00:00:00Z")]))
+    [error] = at.error
+    assert shown(error.value) == (
+        "The latest intercept rate (6 of 10), 60%, is below the 65% target: the Critic lets "
+        "planted critical errors through."
+    )
+    assert "red" in intercept_metrics(at)["Intercept rate"][2]
+    at = open_metrics(FakeClient(intercepts=[intercept_body(0.65, "2026-12-01T00:00:00Z")]))
+    assert not at.error  # on the target is met
+
+
+def test_no_intercept_rate_yet_says_how_to_publish_one():
+    at = open_metrics(FakeClient())
+    said = [shown(i.value) for i in at.info]
+    assert any("No intercept rate has been published yet" in i for i in said)
+    assert any("crosscheck eval intercept" in i for i in said)
+    assert not intercept_metrics(at)
+
+
+def test_intercept_entries_the_page_cannot_read_are_left_out():
+    good = intercept_body(0.7, "2026-11-30T10:00:00Z")
+    odd: list[object] = [
+        intercept_body(0.9, "not a time"),
+        {**intercept_body(0.9, "2026-11-29T00:00:00Z"), "modes": "junk"},
+        {**intercept_body(0.9, "2026-11-28T00:00:00Z"), "modes": [{"mode": "cross"}]},
+        intercept_body(0.9, "2026-11-27T00:00:00Z", modes=[{"mode": "critic", "score": "high"}]),
+        intercept_body(0.9, "2026-11-26T00:00:00Z", modes=[{"mode": "critic", "score": 1.5}]),
+        intercept_body(0.9, "2026-11-25T00:00:00Z", modes=[{"mode": "critic", "score": True}]),
+        "junk",
+    ]
+    partial = intercept_body(
+        0.4, "2026-11-20T00:00:00Z", modes=[{"mode": "critic", "score": 0.4, "items": "ten"}]
+    )
+    at = open_metrics(FakeClient(intercepts=[good, *odd, partial]))
+    rates = table(at, -1)
+    assert rates["rate"] == ["70%", "40%"]
+    assert rates["intercepted"] == ["7 of 10", "—"]
+    assert rates["critic"] == ["anthropic/claude-sonnet-4-6", "—"]
+
+
+def test_an_intercept_history_that_cannot_load_is_a_warning_and_the_rest_stays():
+    fake = FakeClient(evaluation=evaluation_body())
+    fake.fail_intercepts = ApiError(403, "Forbidden", "needs a reviewer")
+    at = open_metrics(fake)
+    assert "Could not load the intercept rate: needs a reviewer" in shown(at.warning[0].value)
+    assert not at.error
+    assert {m.label: m.value for m in at.metric}["Runs"] == "5"
+    assert deltas(at)["cross: score"] == ("50.0%", "+25.0 pts")

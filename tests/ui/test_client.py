@@ -239,3 +239,18 @@ def test_latest_evaluation_is_none_until_one_is_published():
         client.latest_evaluation()
     assert (info.value.status, info.value.detail) == (403, "needs a reviewer")
     assert {r.url.path for r in seen} == {"/v1/evaluations/latest"}
+    # the loop's evaluation: the Critic's intercept results have a tab of their own
+    assert {r.url.params.get("exclude") for r in seen} == {"intercept"}
+
+
+def test_the_intercept_history_is_the_intercept_dataset_newest_first():
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json=[{"id": "eval_2"}, {"id": "eval_1"}])
+
+    assert make(handler).intercept_history(limit=30) == [{"id": "eval_2"}, {"id": "eval_1"}]
+    [request] = seen
+    assert request.url.path == "/v1/evaluations"
+    assert dict(request.url.params) == {"dataset": "intercept", "limit": "30"}

@@ -471,6 +471,23 @@ class TestEvaluations:
         assert drift(fakes.evaluation_body(), real) == []
         assert fakes.FakeClient().latest_evaluation() is None  # as the API before any
 
+    async def test_the_intercept_history_has_the_shape_the_fake_hands_the_page(self, console, api):
+        from tests.orchestrator.test_evaluations import SUMMARY, intercept_summary
+
+        assert await console(lambda c: c.intercept_history()) == []
+        for rate in (0.5, 0.7):
+            body = intercept_summary(rate, finished_at=f"2026-11-30T11:0{int(rate * 10)}:00Z")
+            assert (await api.post("/v1/evaluations", json=body)).status_code == 201
+        loop = await api.post("/v1/evaluations", json=SUMMARY)  # finished before both
+        real = await console(lambda c: c.intercept_history())
+        assert [e["modes"][0]["score"] for e in real] == [0.7, 0.5]
+        for fake in fakes.FakeClient(
+            intercepts=[fakes.intercept_body(0.7, "x")]
+        ).intercept_history():
+            assert drift(fake, real[0]) == []
+        # the loop's latest evaluation is still the one the other tab shows
+        assert (await console(lambda c: c.latest_evaluation()))["id"] == loop.json()["id"]
+
 
 class TestDriftIsCaught:
     """The comparison itself: a renamed field or a changed type is reported."""

@@ -14,6 +14,8 @@ from typing import Any
 
 import httpx
 
+from shared.evaluations import INTERCEPT_DATASET
+
 DEFAULT_URL = "http://127.0.0.1:8000"
 TIMEOUT_S = 10.0
 
@@ -225,14 +227,22 @@ class ConsoleClient:
         return result
 
     def latest_evaluation(self) -> dict[str, Any] | None:
-        """The evaluation that finished last (``GET /v1/evaluations/latest``); None when none
-        has been published yet."""
+        """The evaluation of the loop that finished last (``GET /v1/evaluations/latest``, any
+        set but the Critic's intercept set); None when none has been published yet."""
         try:
-            result: dict[str, Any] = self._json("GET", "/v1/evaluations/latest")
+            result: dict[str, Any] = self._json(
+                "GET", "/v1/evaluations/latest", params={"exclude": INTERCEPT_DATASET}
+            )
         except ApiError as exc:
             if exc.status == 404:
                 return None
             raise
+        return result
+
+    def intercept_history(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The intercept rates ``crosscheck eval intercept`` published, newest first."""
+        params = {"dataset": INTERCEPT_DATASET, "limit": limit}
+        result: list[dict[str, Any]] = self._json("GET", "/v1/evaluations", params=params)
         return result
 
     def list_lessons(

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 from console.view import parse_time
+from shared.evaluations import INTERCEPT_MODE
 
 MODES = ("single", "self", "cross")
 DASH = "—"
@@ -178,3 +179,51 @@ def facts(evaluation: dict[str, Any]) -> list[tuple[str, str]]:
         ("commit", str(commit)[:12] if commit else "unknown"),
         ("published by", str(evaluation.get("published_by") or DASH)),
     ]
+
+
+@dataclass(frozen=True)
+class InterceptPoint:
+    """One published intercept rate: when its evaluation finished, the rate, and what it
+    was measured on."""
+
+    finished: datetime
+    rate: float
+    items: int | None
+    intercepted: int | None
+    critic: str
+    published_by: str
+
+
+def _count(value: Any) -> int | None:
+    found = number(value)
+    return int(found) if found is not None and found >= 0 and found == int(found) else None
+
+
+def intercept_points(evaluations: Any) -> list[InterceptPoint]:
+    """The published intercept rates, oldest first. An entry without a readable time or a
+    rate between 0 and 1 in its critic mode is left out (the API's JSON is untrusted)."""
+    points = []
+    for evaluation in evaluations if isinstance(evaluations, list) else []:
+        if not isinstance(evaluation, dict):
+            continue
+        modes = evaluation.get("modes")
+        if not isinstance(modes, list):
+            continue
+        mode = next(
+            (m for m in modes if isinstance(m, dict) and m.get("mode") == INTERCEPT_MODE), None
+        )
+        finished = parse_time(evaluation.get("finished_at"))
+        rate = number(mode.get("score")) if mode else None
+        if mode is None or finished is None or rate is None or not 0.0 <= rate <= 1.0:
+            continue
+        points.append(
+            InterceptPoint(
+                finished=finished,
+                rate=rate,
+                items=_count(mode.get("items")),
+                intercepted=_count(mode.get("passed")),
+                critic=names(mode.get("critic")),
+                published_by=str(evaluation.get("published_by") or DASH),
+            )
+        )
+    return sorted(points, key=lambda p: p.finished)

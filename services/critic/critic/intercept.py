@@ -12,8 +12,9 @@ from pydantic import Field, StringConstraints
 from critic.service import quote_found
 from shared.contracts import CritiqueResult, Depth, ProfileName, TaskKind, TaskText, WireModel
 from shared.datafiles import load_toml_model
+from shared.evaluations import INTERCEPT_TARGET
 
-TARGET = 0.65
+TARGET = INTERCEPT_TARGET  # one constant: the command's default, the alert and the console
 
 
 class InterceptItem(WireModel):

@@ -32,10 +32,11 @@ from orchestrator.db import (
     system_database_url,
 )
 from orchestrator.deps import authenticate
-from orchestrator.engine import runtime
+from orchestrator.engine import runtime, settled
 from orchestrator.engine.launch import start_orphans
 from orchestrator.engine.research import BudgetedResearch
 from orchestrator.evaluations.router import router as evaluations_router
+from orchestrator.evaluations.service import latest_intercept_rate
 from orchestrator.evaluators.base import Evaluator, JsonSchemaEvaluator, PythonTestsEvaluator
 from orchestrator.evaluators.schema import SchemaRunner
 from orchestrator.events.hub import EventHub
@@ -116,6 +117,7 @@ def create_app(
         max_overflow=settings.db_max_overflow,
     )
     db = Database(engine)
+    metrics.read_intercept_rate(lambda: latest_intercept_rate(engine))
     webhook_box = SecretBox.from_settings(settings)
     # SQLite: one process, as always. Postgres: replicas with heartbeats, a leader, failover,
     # and LISTEN/NOTIFY so every replica's websockets see every replica's events at once.
@@ -187,6 +189,7 @@ def create_app(
         # queued deliveries; the worker polls for the rest (other replicas, retries).
         worker = DeliveryWorker(settings, db, webhook_box)
         outbox.install(engine, callbacks=settings.webhook_secret is not None, wake=worker.wake)
+        settled.install(engine, metrics)
         listener: asyncio.Task[None] | None = None
         if cluster is not None:
             conninfo, connect_kwargs = connection_kwargs(
@@ -246,6 +249,7 @@ def create_app(
             await asyncio.gather(deliveries, return_exceptions=True)
             await worker.aclose()
             outbox.uninstall(engine)
+            settled.uninstall(engine)
             sweeper.cancel()
             if listener is not None:
                 listener.cancel()

@@ -2,7 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+
+INTERCEPT_RATE = "crosscheck_intercept_rate"
+INTERCEPT_HELP = (
+    "The latest critical-error intercept rate `crosscheck eval intercept` published (the share "
+    "of planted errors the Critic caught), read from the evaluations table when scraped; "
+    "absent until one is published."
+)
+
+
+class LatestIntercept:
+    """A collector of the published intercept rate: the database is the source, so every
+    replica reports the same value, before and after a restart."""
+
+    def __init__(self, read: Callable[[], float | None]) -> None:
+        self.read = read
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        return [GaugeMetricFamily(INTERCEPT_RATE, INTERCEPT_HELP)]
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        value = self.read()
+        if value is not None:
+            yield GaugeMetricFamily(INTERCEPT_RATE, INTERCEPT_HELP, value=value)
 
 
 class Metrics:
@@ -46,16 +72,28 @@ class Metrics:
         )
         self.critic_issues = Counter(
             "crosscheck_reflection_issues",
-            "Critic issues a revision was measured against (a refusal the Critic accepted "
-            "is not counted).",
+            "Critic issues an Actor revision was measured against (a refusal the Critic "
+            "accepted is not counted).",
             registry=self.registry,
         )
         self.critic_issues_adopted = Counter(
             "crosscheck_reflection_issues_adopted",
-            "Critic issues the revision answered `applied` and the next critique did not "
-            "raise again (adoption = adopted / issues).",
+            "Critic issues the critique of the revised version did not raise again (no issue "
+            "on the same span or of the same dimension), whatever the Actor answered "
+            "(adoption = adopted / issues).",
             registry=self.registry,
         )
+        self.versions_settled = Counter(
+            "crosscheck_versions_settled",
+            "Versions that settled, once each: a later round revised them (the Actor, or a "
+            "person's edit) or their run succeeded with them. judged: the Critic critiqued "
+            "them or a person decided on them (comment, approve, edit, reject) first "
+            '(trigger rate = judged="true" / all).',
+            ["judged"],
+            registry=self.registry,
+        )
+        for judged in ("true", "false"):  # both series from the start: a ratio needs them
+            self.versions_settled.labels(judged)
         self.critiques = Counter(
             "crosscheck_critiques",
             "Critiques by profile, the depth that produced them and whether it degraded to L1.",
@@ -113,3 +151,8 @@ class Metrics:
             ["ok"],
             registry=self.registry,
         )
+
+    def read_intercept_rate(self, read: Callable[[], float | None]) -> None:
+        """Expose ``crosscheck_intercept_rate`` as ``read`` finds it at each scrape (None:
+        not published yet, or unreadable)."""
+        self.registry.register(LatestIntercept(read))

@@ -1,5 +1,7 @@
-"""How runs end, how long they take, and what the models cost (GET /v1/stats, charted), and
-beside them the latest evaluation `crosscheck eval` published (GET /v1/evaluations/latest)."""
+"""How runs end, how long they take, and what the models cost (GET /v1/stats, charted); beside
+them the latest evaluation of the loop `crosscheck eval` published (GET
+/v1/evaluations/latest), and the history of the Critic's intercept rate (GET
+/v1/evaluations?dataset=intercept)."""
 
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -11,6 +13,7 @@ import streamlit as st
 from console import evaluation as ev
 from console.client import ApiError, get_client
 from console.view import md_literal
+from shared.evaluations import INTERCEPT_TARGET
 
 PERIODS = {
     "all": ("All time", None),
@@ -74,6 +77,7 @@ def reflection_health(stats: dict) -> None:
     its band (an alert outside it), the degraded-critique rate, and critiques by depth."""
     st.subheader("Reflection health")
     trigger = stats.get("trigger_rate")
+    judged = int(stats.get("versions_judged", stats.get("versions_critiqued", 0)))
     rate = stats.get("adoption_rate")
     degraded = stats.get("degraded_rate")
     low, high = ADOPTION_BAND
@@ -87,8 +91,10 @@ def reflection_health(stats: dict) -> None:
         delta=None if trigger is None else f"target {TRIGGER_TARGET:.0%}",
         delta_color="green" if trigger is None or trigger >= TRIGGER_TARGET else "red",
         delta_arrow="off",
-        help="Share of the versions due a critique that got one "
-        f"({stats.get('versions_critiqued', 0)} of {stats.get('versions', 0)}).",
+        help="Share of the versions that settled (revised, or shipped by a succeeded run) "
+        "that the Critic critiqued or a person decided on first "
+        f"({judged} of {stats.get('versions', 0)}; the Critic "
+        f"{stats.get('versions_critiqued', 0)}).",
     )
     cells[1].metric(
         "Adoption rate",
@@ -96,8 +102,8 @@ def reflection_health(stats: dict) -> None:
         delta=None if rate is None else f"band {low:.0%}–{high:.0%}",
         delta_color="green" if in_band or in_band is None else "red",
         delta_arrow="off",
-        help="Share of the critic's issues the next revision applied, "
-        f"over {stats['adoption_rounds']} round(s).",
+        help="Share of the critic's issues the critique of the next revision did not raise "
+        f"again (same span or dimension), over {stats['adoption_rounds']} revision(s).",
     )
     cells[2].metric(
         "Degraded critiques",
@@ -107,10 +113,11 @@ def reflection_health(stats: dict) -> None:
     )
     cells[3].metric("Critiques", stats.get("critiques", 0))
     if trigger is not None and trigger < TRIGGER_TARGET:
-        missed = int(stats.get("versions", 0)) - int(stats.get("versions_critiqued", 0))
+        missed = int(stats.get("versions", 0)) - judged
         st.error(
             f"Trigger rate {trigger:.0%} is below the {TRIGGER_TARGET:.0%} target: "
-            f"{missed} version{'s' if missed != 1 else ''} due a critique had none."
+            f"{missed} version{'s were' if missed != 1 else ' was'} revised or shipped "
+            "without a critique or a person's decision."
         )
     if rate is not None and not in_band:
         why = (
@@ -307,9 +314,86 @@ def latest_evaluation() -> None:
     )
 
 
+def intercept_rate() -> None:
+    """The Critic's critical-error intercept rate as `crosscheck eval intercept` published
+    it, over time, against its target (the alert CrosscheckInterceptRateLow reads the
+    latest)."""
+    try:
+        found = get_client().intercept_history()
+    except ApiError as exc:
+        st.warning(f"Could not load the intercept rate: {md_literal(exc.detail)}")
+        return
+    points = ev.intercept_points(found)
+    if not points:
+        st.info(
+            "No intercept rate has been published yet. Run `crosscheck eval intercept` "
+            "(it publishes to this orchestrator; `--url` names another): each result appears "
+            "here."
+        )
+        return
+    st.subheader("Critical-error intercept rate")
+    latest = points[-1]
+    met = latest.rate >= INTERCEPT_TARGET
+    cells = st.columns(3)
+    cells[0].metric(
+        "Intercept rate",
+        f"{latest.rate:.0%}",
+        delta=f"target {INTERCEPT_TARGET:.0%}",
+        delta_color="green" if met else "red",
+        delta_arrow="off",
+        help="The latest share of planted critical errors the Critic caught (it did not "
+        "pass the output, and an issue named the error or quoted it).",
+    )
+    cells[1].metric("Items", "—" if latest.items is None else latest.items)
+    cells[2].metric("Published results", len(points))
+    if not met:
+        caught = "" if latest.items is None else f" ({latest.intercepted} of {latest.items})"
+        st.error(
+            f"The latest intercept rate{caught}, {latest.rate:.0%}, is below the "
+            f"{INTERCEPT_TARGET:.0%} target: the Critic lets planted critical errors through."
+        )
+    frame = pd.DataFrame(
+        [
+            {"finished": p.finished.isoformat(), "rate": p.rate, "target": INTERCEPT_TARGET}
+            for p in points
+        ]
+    )
+    base = alt.Chart(frame)
+    rates = base.mark_line(point=True).encode(
+        x=alt.X("finished:T", title="Finished"),
+        y=alt.Y(
+            "rate:Q",
+            title="Intercept rate",
+            axis=alt.Axis(format="%"),
+            scale=alt.Scale(domain=[0, 1]),
+        ),
+        tooltip=[alt.Tooltip("finished:T"), alt.Tooltip("rate:Q", format=".0%")],
+    )
+    target = base.mark_rule(color="#d62728", strokeDash=[4, 4]).encode(y="target:Q")
+    st.altair_chart((rates + target).properties(height=240))
+    st.caption(f"The dashed line is the {INTERCEPT_TARGET:.0%} target.")
+    st.dataframe(
+        [
+            {
+                "finished": ev.when(p.finished.isoformat()),
+                "rate": f"{p.rate:.0%}",
+                "intercepted": "—"
+                if p.items is None
+                else f"{'—' if p.intercepted is None else p.intercepted} of {p.items}",
+                "critic": p.critic,
+                "published by": p.published_by,
+            }
+            for p in reversed(points)
+        ],
+        hide_index=True,
+    )
+
+
 st.title("Metrics")
-live, latest = st.tabs(["Live", "Latest evaluation"])
+live, latest, intercept = st.tabs(["Live", "Latest evaluation", "Intercept rate"])
 with live:
     live_metrics()
 with latest:
     latest_evaluation()
+with intercept:
+    intercept_rate()

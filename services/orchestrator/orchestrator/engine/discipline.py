@@ -282,8 +282,18 @@ def unsourced_note(round: int, items: list[Unsourced]) -> str:
     return "\n".join(lines)
 
 
-def _raised(issue: dict[str, Any]) -> tuple[str, str | None]:
-    return (str(issue.get("dimension", "")), issue.get("quote"))
+def _raised_again(issue: RevisionIssue, current: list[dict[str, Any]]) -> bool:
+    """Whether the next critique raises ``issue`` again: an issue on the same span (quote) or
+    of the same dimension. A re-raise on revised text quotes new text, so the span alone
+    would miss it."""
+    quote = _squash(issue.quote or "")
+    dimension = issue.dimension.strip().lower()
+    for found in current:
+        if quote and _squash(str(found.get("quote") or "")) == quote:
+            return True
+        if dimension and str(found.get("dimension") or "").strip().lower() == dimension:
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -304,15 +314,16 @@ def adoption(
     responses: list[dict[str, Any]] | None,
     current: dict[str, Any],
 ) -> Adoption | None:
-    """An issue is adopted when the Actor answered it ``applied`` and the next critique did
-    not raise it again (same dimension and quote); a refusal the Critic accepted is neither
-    adopted nor counted. ``None`` when there is nothing to measure: no previous issues, or a
-    version that answered none of them (a person's edit)."""
+    """An issue is adopted when the critique of the revised version does not raise it again
+    (an issue on the same span or of the same dimension), whatever the Actor answered: a
+    revision that says ``applied`` and leaves the fault is not adoption. A refusal the Critic
+    accepted is neither adopted nor counted. ``None`` when there is nothing to measure: no
+    previous issues (the caller passes none for a person's edit)."""
     issues = numbered(previous)
-    by_id = answers(responses)
-    if not issues or not by_id:
+    if not issues:
         return None
-    raised_now = {_raised(i) for i in current.get("issues", [])}
+    by_id = answers(responses)
+    raised_now = list(current.get("issues") or [])
     accepted = set(current.get("accepted_refusals") or [])
     adopted = counted = 0
     for issue in issues:
@@ -320,5 +331,5 @@ def adoption(
         if answer is not None and answer.get("action") == "declined" and issue.id in accepted:
             continue
         counted += 1
-        adopted += int(applied(answer) and (issue.dimension, issue.quote) not in raised_now)
+        adopted += int(not _raised_again(issue, raised_now))
     return Adoption(adopted, counted)

@@ -7,7 +7,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from orchestrator.engine import gate, store
+from orchestrator.engine import gate, settled, store
 from orchestrator.engine.policy import Stop
 from orchestrator.events.repository import append_event
 from orchestrator.tables import Reflection, ReviewItem, Round, Run, new_id, utcnow
@@ -160,6 +160,8 @@ def finalize(session: Session, run: Run, stop: Stop, *, final_round: int | None)
     run.error_class = stop.error_class
     run.detail = stop.detail or None
     run.finished_at = utcnow()
+    if stop.status is RunStatus.succeeded and run.status != stop.status.value:
+        settled.shipped(session, run.id, final, rounds=run.rounds, reason=stop.reason)
     set_status(session, run, stop.status, stop_reason=stop.reason.value)
     item: ReviewItem | None = None
     if stop.status is RunStatus.escalated:
@@ -230,6 +232,8 @@ def finalize_fast(
         "finished_at": now,
         "updated_at": now,
     }
+    if stop.status is RunStatus.succeeded and values["status"] != stop.status.value:
+        settled.shipped(session, run_id, final, rounds=values["rounds"], reason=stop.reason)
     if values["status"] != stop.status.value:
         changes["status"] = stop.status.value
         store.append_event(

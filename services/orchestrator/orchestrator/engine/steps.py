@@ -29,6 +29,7 @@ from orchestrator.engine import (
     records,
     research,
     sectioned,
+    settled,
     store,
 )
 from orchestrator.engine.policy import (
@@ -509,6 +510,8 @@ async def act(
                 )
         if row is None:
             store.insert_round(session, run_id, round, values)
+            if revising:  # the version it revises settles (once: a re-run finds the row)
+                settled.revised(session, run_id, round - 1, prepared.previous_critique)
         else:
             store.update_round(session, run_id, round, values)
         if locked is not None and locked.reverted:
@@ -811,7 +814,8 @@ async def critique(
         )
         return _CritiqueInput(
             request,
-            previous.critique if previous else None,
+            # adoption measures the Actor's revisions: a person's edit answers no critique
+            previous.critique if previous and row.provenance == "actor" else None,
             row.responses,
             reused=drafts.chosen_critique(row.drafts, row.output_hash) if plain else None,
             parts=parts,

@@ -45,7 +45,11 @@ def latest_evaluation(
     caller: Reader,
     session: SessionDep,
     dataset: Annotated[Dataset | None, Query(description="Only this set, e.g. text.")] = None,
+    exclude: Annotated[
+        Dataset | None,
+        Query(description="Any set but this one, e.g. intercept (the Critic alone)."),
+    ] = None,
 ) -> EvaluationPublic:
-    """The evaluation that finished last (of ``dataset``): what the console's Metrics page
-    shows."""
-    return service.latest(session, dataset=dataset)
+    """The evaluation that finished last (of ``dataset``, or of any set but ``exclude``):
+    what the console's Metrics page shows."""
+    return service.latest(session, dataset=dataset, exclude=exclude)

@@ -17,7 +17,7 @@ from sqlalchemy import and_, or_
 from sqlmodel import Session, col, select
 
 from orchestrator.auth.service import Principal
-from orchestrator.engine import records
+from orchestrator.engine import records, settled
 from orchestrator.engine.policy import Stop, output_hash
 from orchestrator.events.repository import append_event
 from orchestrator.reviews.lessons import promote
@@ -291,6 +291,8 @@ class ReviewService:
             if records.load_round(session, run.id, item.round) is None:
                 raise Conflict(f"run {run.id} has no output in round {item.round} to edit")
             assert decision.output is not None
+            if item.round == run.rounds:  # the version it replaces settles, judged by this edit
+                settled.settle(session, judged=True)
             final_round = run.rounds + 1
             session.add(
                 Round(

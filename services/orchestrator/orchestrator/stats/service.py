@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
+from orchestrator.engine import settled
 from orchestrator.tables import ModelCall, ReviewItem, Round, Run, utcnow
 from shared.errors import BadRequest
 from shared.orchestration import (
@@ -25,25 +27,12 @@ from shared.orchestration import (
     ProviderStats,
     ReviewStatus,
     RoundsBucket,
+    RunStatus,
     StatsPublic,
     StopReason,
 )
 
 MAX_CALLS = 100_000
-# A run stopped for one of these by design before its last version was critiqued.
-NO_CRITIQUE_DUE = frozenset(
-    r.value
-    for r in (
-        StopReason.evaluator_pass,
-        StopReason.duplicate_output,
-        StopReason.converged,
-        StopReason.output_shrank,
-        StopReason.budget_exceeded,
-        StopReason.cancelled,
-        StopReason.review_approved,
-        StopReason.review_rejected,
-    )
-)
 _STREAM = {"yield_per": 1000}
 
 
@@ -140,8 +129,9 @@ class StatsService:
                 .order_by(col(Run.rounds))
             )
         ]
-        # a round's adoption: the share of the previous critique's issues its revision
-        # answered `applied` and the critique did not raise again (engine/discipline.py)
+        # a round's adoption: the share of the previous critique's issues the critique of
+        # its revision did not raise again, on the same span or dimension, whatever the
+        # Actor answered (engine/discipline.py); a person's edit is not measured
         mean, samples = session.exec(
             select(func.avg(Round.adoption), func.count(col(Round.adoption)))
             .join(Run, col(Run.id) == col(Round.run_id))
@@ -246,37 +236,60 @@ class StatsService:
     def _reflection(session: Session, recent: list[Any]) -> dict[str, Any]:
         """Trigger and degraded-critique rates, folded over the rounds of the period's runs.
 
-        A version is due a critique unless it is the last version of a finished run that a
-        rule ended before the critique by design (``NO_CRITIQUE_DUE``); a version of a run
-        still going (no stop reason yet) counts once its critique is in.
+        The trigger rate counts settled versions (``engine/settled.py``): revised by a later
+        round (rounds are numbered 1..``runs.rounds``) or shipped by a succeeded run; judged
+        when critiqued, decided on by a person, or approved as the version that shipped.
         """
-        versions = critiqued = critiques = degraded = 0
+        people: set[tuple[str, int]] = set()
+        decisions = session.exec(
+            select(ReviewItem.run_id, ReviewItem.round, ReviewItem.decision)
+            .join(Run, col(Run.id) == col(ReviewItem.run_id))
+            .where(col(ReviewItem.status) == ReviewStatus.resolved.value, *recent),
+            execution_options=_STREAM,
+        )
+        for run_id, number, decision in decisions:
+            if settled.judging(decision):
+                people.add((run_id, number))
+        decisions.close()
+
+        versions = judged = critiqued = critiques = degraded = 0
         by_depth: dict[str, int] = {}
-        rows = session.exec(
-            select(Round.number, Round.critique, Run.stop_reason, Run.rounds)
+        rows = session.execute(  # more columns than sqlmodel's select types
+            sa.select(
+                col(Round.run_id),
+                col(Round.number),
+                col(Round.critique),
+                col(Run.status),
+                col(Run.stop_reason),
+                col(Run.final_round),
+                col(Run.rounds),
+            )
             .join(Run, col(Run.id) == col(Round.run_id))
             .where(*recent),
             execution_options=_STREAM,
         )
-        for number, critique, stop_reason, last in rows:
+        for run_id, number, critique, status, stop_reason, final_round, last in rows:
             if critique is not None:
                 critiques += 1
                 degraded += int(bool(critique.get("degraded")))
                 depth = str(critique.get("depth") or "unknown")
                 by_depth[depth] = by_depth.get(depth, 0) + 1
-            if stop_reason is None:  # still going (or waiting for a person)
-                versions += int(critique is not None)
-                critiqued += int(critique is not None)
-                continue
-            if critique is None and number == last and stop_reason in NO_CRITIQUE_DUE:
-                continue
+            shipped = status == RunStatus.succeeded.value and number == final_round
+            if number >= last and not shipped:
+                continue  # in flight, or the last version of a run that did not succeed
             versions += 1
             critiqued += int(critique is not None)
+            judged += int(
+                critique is not None
+                or (run_id, number) in people
+                or (shipped and stop_reason == StopReason.review_approved.value)
+            )
         rows.close()
         return {
             "versions": versions,
+            "versions_judged": judged,
             "versions_critiqued": critiqued,
-            "trigger_rate": round(critiqued / versions, 6) if versions else None,
+            "trigger_rate": round(judged / versions, 6) if versions else None,
             "critiques": critiques,
             "critiques_degraded": degraded,
             "degraded_rate": round(degraded / critiques, 6) if critiques else None,
