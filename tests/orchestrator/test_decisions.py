@@ -4,6 +4,7 @@ edit, reject and retry do what they say; claims and idempotency hold (SQLite and
 import json
 from datetime import UTC, datetime, timedelta
 
+from tests.critic.conftest import JUSTIFICATION
 from tests.orchestrator.conftest import mint, start, wait_for
 from tests.support.fakemodel import user_text
 
@@ -27,6 +28,15 @@ async def decide(api, item, headers, **body):
     return await api.post(f"/v1/reviews/{item['id']}/decision", json=body, headers=headers)
 
 
+PASS_CRITIQUE = {
+    "verdict": "pass",
+    "confidence": 0.9,
+    "issues": [],
+    "reflection": "Ready.",
+    "error_class": "none",
+    "no_error_found": True,
+    "justification": JUSTIFICATION,
+}
 PASSABLE = "The Moon's pull raises the oceans on the near and far sides.\n(revised)"
 MOON = "Mention the Moon."
 # Revisions that ignore the point, long enough not to count as a shrunken version
@@ -203,6 +213,24 @@ class TestOtherActions:
         assert run["status"] == "failed"
         assert run["stop_reason"] == "review_rejected"
         assert run["detail"] == "Off topic."
+
+    async def test_a_retry_after_the_critic_was_down_critiques_the_version_it_stopped_at(
+        self, api, fake_model
+    ):
+        fake_model.faults(*[{"status": 503, "stage": "critique"}] * 6)
+        run_id = await start(api, task="Explain tides.")
+        down = await wait_for(api, run_id)
+        assert (down["status"], down["stop_reason"]) == ("escalated", "environment")
+        [item] = (await api.get("/v1/reviews", params={"run_id": run_id})).json()["items"]
+        headers = await claimed_by_reviewer(api, item)
+        response = await decide(api, item, headers, action="retry")
+        assert response.json()["run_status"] == "critiquing"
+        fake_model.script({"stage": "critique", "response": PASS_CRITIQUE})
+        run = await wait_for(api, run_id, statuses=FINAL)
+        # never a revision of a version nobody judged: the draft gets its critique and ships
+        assert (run["status"], run["final_round"], len(run["rounds"])) == ("succeeded", 1, 1)
+        stages = [c["stage"] for c in fake_model.requests() if c["status"] == 200]
+        assert stages == ["draft", "critique"]
 
     async def test_retry_gives_an_escalated_run_more_rounds(self, api, fake_model):
         run_id = await start(api, task="Explain tides.", policy={"max_rounds": 1})

@@ -4,7 +4,8 @@
 import pytest
 
 from tests.critic.conftest import scripted
-from tests.orchestrator.conftest import start, wait_for
+from tests.orchestrator.conftest import mint, start, wait_for
+from tests.support.fakemodel import user_text
 
 PASS = scripted(verdict="pass", confidence=0.9, reflection="Nothing to change.", error_class="none")
 
@@ -91,6 +92,30 @@ class TestDegraded:
         )
         reviews = (await api.get("/v1/reviews", params={"run_id": run_id})).json()
         assert [r["kind"] for r in reviews["items"]] == ["escalation"]
+
+    async def test_a_retry_of_a_degraded_pass_revises_with_a_note_to_follow(self, api, fake_model):
+        # the pass could not ship, and nothing criticised the version: the revision a person
+        # asks for still gets a reflection to follow (a revise request needs one)
+        fake_model.faults({"delay_s": 3.0, "stage": "critique"})
+        fake_model.script(
+            {"stage": "critique", "response": PASS}, {"stage": "critique", "response": PASS}
+        )
+        run_id = await start(
+            api, task="May a landlord keep the deposit?", policy={"profile": "legal"}
+        )
+        await wait_for(api, run_id)
+        [item] = (await api.get("/v1/reviews", params={"run_id": run_id})).json()["items"]
+        headers = {"Authorization": f"Bearer {await mint(api, 'reviewer')}"}
+        assert (await api.post(f"/v1/reviews/{item['id']}/claim", headers=headers)).is_success
+        decided = await api.post(
+            f"/v1/reviews/{item['id']}/decision", json={"action": "retry"}, headers=headers
+        )
+        assert decided.status_code == 200, decided.text
+        run = await wait_for(api, run_id, statuses={"succeeded", "escalated", "failed"})
+        assert run["stop_reason"] != "internal_error", run["detail"]
+        assert len(run["rounds"]) == 2
+        [revise] = [c for c in fake_model.requests() if c["stage"] == "revise"]
+        assert "A person asked for another revision of round 1" in user_text(revise)
 
     async def test_a_degraded_pass_on_a_low_risk_profile_passes(self, api, fake_model):
         fake_model.faults({"delay_s": 3.0, "stage": "critique"})

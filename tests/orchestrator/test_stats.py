@@ -11,8 +11,12 @@ import pytest
 import yaml
 from sqlmodel import Session
 
+from orchestrator.engine import records, settled
+from orchestrator.engine.policy import Stop, output_hash
 from orchestrator.stats.service import StatsService
+from orchestrator.tables import Round, Run, new_id
 from shared.evaluations import INTERCEPT_TARGET
+from shared.orchestration import Policy, RunStatus, StopReason
 from tests.critic.conftest import scripted
 from tests.orchestrator.conftest import mint, start, wait_for
 from tests.orchestrator.test_evaluations import intercept_summary
@@ -500,26 +504,47 @@ class TestTriggerRate:
         assert promql.evaluate(ratio, after, before) == {frozenset(): body["trigger_rate"]}
         assert promql.evaluate(rule, after, before) == {}  # healthy: no alert
 
-    async def test_a_version_revised_without_a_judgement_lowers_it(self, api, fake_model):
-        """The draft fails its schema (an evaluator's fact, not a judgement), the Critic
-        cannot be reached, and a person asks for another round without judging the draft."""
+    async def test_a_version_revised_without_a_judgement_lowers_it(self, api, orchestrator_app):
+        """No path through the API revises a version nobody judged any more (every revision
+        follows a critique or a person's decision; a retry critiques an unjudged version
+        first), so the rows are written here as such a path would leave them: round 1 revised
+        without a critique, round 2 critiqued and shipped. The counter is fed by the same hooks
+        the act step and ``records.finalize`` call, in the same transaction."""
         before = await scrape(api)
-        fake_model.faults(*[{"status": 503, "stage": "critique"}] * 6)
-        fake_model.script(
-            {"stage": "draft", "response": {"output": "Paris", "uncertainties": []}},
-            {"stage": "revise", "response": {"output": '{"city": "Paris"}', "uncertainties": []}},
-            {"stage": "critique", "response": PASS},
-        )
-        schema = {"type": "object", "required": ["city"]}
-        run_id = await start(api, task="Capital of France as JSON.", json_schema=schema)
-        down = await wait_for(api, run_id)
-        assert (down["status"], down["stop_reason"]) == ("escalated", "environment")
-        assert down["rounds"][0]["evaluation"]["passed"] is False
-        assert (await stats(api))["versions"] == 0  # escalated: its version has not settled
-        await decide_escalation(api, run_id, action="retry")
-        run = await wait_for(api, run_id, statuses=DONE)
-        assert (run["status"], run["stop_reason"]) == ("succeeded", "critic_pass")
-        assert [r["critique"] is not None for r in run["rounds"]] == [False, True]
+
+        def work(session: Session) -> str:
+            run = Run(
+                id=new_id("run"),
+                status="critiquing",
+                kind="text",
+                task="Explain tides.",
+                evaluator="none",
+                policy=Policy().model_dump(mode="json"),
+                created_by="test",
+                rounds=2,
+            )
+            session.add(run)
+            session.flush()
+            digest = output_hash("Tides come from the Moon.")
+            session.add(Round(run_id=run.id, number=1, output="Tides.", output_hash="h1"))
+            session.add(
+                Round(
+                    run_id=run.id,
+                    number=2,
+                    output="Tides come from the Moon.",
+                    output_hash=digest,
+                    critique={**PASS, "output_hash": digest, "binding_checks": []},
+                )
+            )
+            session.flush()
+            settled.revised(session, run.id, 1, None)
+            stop = Stop(RunStatus.succeeded, StopReason.critic_pass, error_class="none")
+            assert records.finalize(session, run, stop, final_round=2).status.value == "succeeded"
+            return run.id
+
+        run_id = await orchestrator_app.state.db.run(work)
+        run = (await api.get(f"/v1/runs/{run_id}")).json()
+        assert (run["status"], run["shipped_by"]) == ("succeeded", "critic")
 
         body = await stats(api)
         assert trigger(body) == {

@@ -12,7 +12,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from dbos import DBOS
@@ -158,6 +158,19 @@ async def _change_ratio(previous: str, current: str) -> float:
     if len(previous) + len(current) < OFF_LOOP_CHARS:
         return change_ratio(previous, current)
     return await asyncio.to_thread(change_ratio, previous, current)
+
+
+# A note the act step adds to a revision request has a fixed time: the request must be the
+# same bytes when a step cut off after the call runs again (the Actor replays only those).
+NOTE_TIME = datetime(2000, 1, 1, tzinfo=UTC)
+RETRY_NOTE = (
+    "A person asked for another revision of round {round}. Improve it where the task is not "
+    "fully met; keep everything that is correct."
+)
+
+
+def _note(content: str) -> ReflectionDTO:
+    return ReflectionDTO(source=ReflectionSource.evaluator, content=content, created_at=NOTE_TIME)
 
 
 def _binding_first(reflections: list[ReflectionDTO], limit: int) -> list[ReflectionDTO]:
@@ -318,16 +331,18 @@ async def act(
         rollback_note = None
         if attempt > 1 and note:
             rollback_note = note
-            reflections.append(ReflectionDTO(source=ReflectionSource.evaluator, content=note))
+            reflections.append(_note(note))
         elif attempt > 1:
             rollback_note = (
                 f"Your last revision was more than {policy.shrink_threshold:.0%} shorter than "
                 "the previous version and was rolled back. Revise the previous version again "
                 "and keep all of its correct content; only change what the reflections ask for."
             )
-            reflections.append(
-                ReflectionDTO(source=ReflectionSource.evaluator, content=rollback_note)
-            )
+            reflections.append(_note(rollback_note))
+        if not reflections:
+            # a person asked for another round of a version nothing criticised (a retry after
+            # a pass that could not ship, say): the revision still needs a reflection to follow
+            reflections.append(_note(RETRY_NOTE.format(round=round - 1)))
         request = ReviseRequest(
             task=run.task,
             kind=kind,

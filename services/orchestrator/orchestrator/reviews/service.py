@@ -333,12 +333,18 @@ class ReviewService:
             policy = Policy.model_validate(run.policy)
             policy.max_rounds = min(20, max(run.rounds, policy.max_rounds) + decision.rounds)
             run.policy = policy.model_dump(mode="json")
-            resume = Resume(
-                run.id,
-                item.id,
-                run.rounds + 1 if run.rounds else 1,
-                "revise" if run.rounds else "draft",
-            )
+            last = records.load_round(session, run.id, run.rounds) if run.rounds else None
+            if last is not None and last.critique is None:
+                # the run stopped before its last version was critiqued (the Critic was down,
+                # say): carry on from there, never revise a version nobody has judged
+                resume = Resume(run.id, item.id, run.rounds, "critique")
+            else:
+                resume = Resume(
+                    run.id,
+                    item.id,
+                    run.rounds + 1 if run.rounds else 1,
+                    "revise" if run.rounds else "draft",
+                )
         elif action is DecisionAction.comment:
             # The comment binds the next revision: it comes next, whatever the item was.
             run.binding_points = decision.points or comment_points(decision.comment or "")
