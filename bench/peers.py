@@ -117,6 +117,7 @@ class RunState(TypedDict, total=False):
     run_id: str
     task: str
     round: int
+    uncertainties: list[str]
     output: str
     verdict: str
     reflections: list[dict[str, Any]]
@@ -254,7 +255,12 @@ class SdkNodes:
             knowledge=[],
         )
         value = await self._actor("draft", user)
-        return {"output": value.output, "round": 1, "calls": state["calls"] + 1}
+        return {
+            "output": value.output,
+            "uncertainties": value.uncertainties,
+            "round": 1,
+            "calls": state["calls"] + 1,
+        }
 
     async def revise(self, state: RunState) -> dict[str, Any]:
         advisory = [self.Reflection.model_validate(r) for r in state["reflections"]]
@@ -271,9 +277,15 @@ class SdkNodes:
             points=[],
             issues=numbered_issues(state.get("last_critique")),  # as the orchestrator sends them
             evidence=[],  # research is off, as in X's runs
+            unverified=[],
         )
         value = await self._actor("revise", user)
-        return {"output": value.output, "round": state["round"] + 1, "calls": state["calls"] + 1}
+        return {
+            "output": value.output,
+            "uncertainties": value.uncertainties,
+            "round": state["round"] + 1,
+            "calls": state["calls"] + 1,
+        }
 
     async def critique(self, state: RunState) -> dict[str, Any]:
         user = self.critic_prompts.render(
@@ -291,6 +303,7 @@ class SdkNodes:
             declined=[],
             output=state["output"],
             evidence=[],
+            uncertainties=state.get("uncertainties") or [],  # the version's, as X sends them
             ask_queries=False,  # research is off, as in X's runs
         )
         message = await self.anthropic.messages.create(
