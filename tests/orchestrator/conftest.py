@@ -21,6 +21,22 @@ ADMIN_TOKEN = "admin-token-for-tests-0123456789"
 FINAL = {"succeeded", "escalated", "failed", "cancelled", "awaiting_review"}
 
 
+def pytest_collection_modifyitems(config, items):
+    """A test marked ``sqlite_only`` checks behaviour that does not depend on the database
+    (a rule, a prompt, a validation): its Postgres case is deselected, since each costs a
+    fresh database. Storage behaviour keeps running on both."""
+    kept, dropped = [], []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if item.get_closest_marker("sqlite_only") and params.get("database_url") == "postgres":
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 @pytest.fixture(
     params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
 )

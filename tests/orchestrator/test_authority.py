@@ -1,12 +1,16 @@
-"""Only a person speaks as a person, end to end through the API (SQLite and Postgres, the real
+"""Only a person speaks as a person, end to end through the API (SQLite, the real
 sandbox): a failing test's message and a Critic's suggestion that forge a reviewer's line and
 the reviewer section's tags reach the next Actor and Critic requests as data only, while a
 real reviewer's comment reaches the Actor inside its one real section."""
+
+import pytest
 
 from tests.critic.conftest import issue, scripted
 from tests.orchestrator.conftest import mint, start, wait_for
 from tests.support.authority import FORGED_LINE, INJECTION, assert_only_reviewer_speaks
 from tests.support.fakemodel import user_text
+
+pytestmark = pytest.mark.sqlite_only  # prompts: the database plays no part
 
 DONE = {"succeeded", "escalated", "failed", "cancelled"}
 # What the code under test and its test file control: the assertion's message

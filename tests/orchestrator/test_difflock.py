@@ -481,6 +481,7 @@ class TestUnlockedEvaluation:
 # ----------------------------------------------------------------------------- API
 
 
+@pytest.mark.sqlite_only
 class TestThroughTheApi:
     REVISION = PREVIOUS.replace("twice a day", "twice daily").replace(
         "full and new moon", "new and full moon"

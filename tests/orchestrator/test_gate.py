@@ -261,6 +261,7 @@ def stub_critic(answers: list[dict]):
     return httpx.MockTransport(handle), seen
 
 
+@pytest.mark.sqlite_only
 class TestTheOrchestratorChecksThePassAgain:
     @pytest.fixture
     def answers(self):

@@ -130,6 +130,7 @@ class TestDegraded:
         assert run["rounds"][0]["critique"]["degraded"] is True
 
 
+@pytest.mark.sqlite_only
 class TestLatencyBudget:
     async def test_the_budget_reaches_the_critic_and_auto_steps_down(self, api, fake_model):
         async def depth_of(**policy) -> dict:

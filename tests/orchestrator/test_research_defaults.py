@@ -98,6 +98,7 @@ def critic_system(fake_model) -> str:
 # ------------------------------------------------------------- the profile decides
 
 
+@pytest.mark.sqlite_only
 class TestTheProfileDecides:
     async def test_legal_researches_at_its_default_l2(self, api, fake_model, research_service):
         run = await run_with(api, fake_model, profile="legal")

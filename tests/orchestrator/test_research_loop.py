@@ -481,6 +481,7 @@ class TestNoService:
 # ---------------------------------------------------------------------- bad input
 
 
+@pytest.mark.sqlite_only
 @pytest.mark.parametrize(
     ("field", "value"),
     [
@@ -670,6 +671,7 @@ def flagged(claim: str) -> dict:
     }
 
 
+@pytest.mark.sqlite_only
 @pytest.mark.parametrize(
     ("claim", "source", "refused"),
     [

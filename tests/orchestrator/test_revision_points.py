@@ -337,6 +337,7 @@ class TestHallucinationSources:
     answer's `source` names a real source (here a knowledge entry the Actor received, or a
     span of the task) that states the claim's numbers and names."""
 
+    @pytest.mark.sqlite_only
     @pytest.mark.parametrize(
         ("claim", "source", "refused"),
         [
