@@ -96,6 +96,17 @@ class Cycle:
     problem: str | None = None
 
 
+def signal_group(pgid: int, signum: int) -> None:
+    """Signal a process group that may already be gone (a start that failed stops itself)."""
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        pass
+
+
+PORT_TAKEN = "the port is in use"
+
+
 def one_cycle(
     command: list[str], env: dict[str, str], cwd: Path, stop: str, timeout_s: float
 ) -> Cycle:
@@ -120,17 +131,17 @@ def one_cycle(
     cycle.processes = len(tree)
     stopped_at = time.monotonic()
     if stop == "SIGINT to the group":
-        os.killpg(top.pid, signal.SIGINT)
+        signal_group(top.pid, signal.SIGINT)
     else:
-        os.killpg(top.pid, signal.SIGTERM)
+        signal_group(top.pid, signal.SIGTERM)
         if stop == "SIGTERM twice":
             time.sleep(1.0)  # sooner would count as one signal passed on twice
-            os.killpg(top.pid, signal.SIGTERM)
+            signal_group(top.pid, signal.SIGTERM)
     try:
         top.wait(timeout=30)
     except subprocess.TimeoutExpired:
         cycle.problem = "still running 30 s after the signal"
-        os.killpg(top.pid, signal.SIGKILL)
+        signal_group(top.pid, signal.SIGKILL)
         top.wait()
     cycle.stop_s = time.monotonic() - stopped_at
     # a child reparented to init is reaped there: give it a moment
@@ -154,8 +165,14 @@ def run_cycles(
     env.setdefault("CROSSCHECK_LOG_LEVEL", "WARNING")
     results = []
     for i in range(cycles):
-        env.update({f"{p}_PORT": str(free_port()) for p in PREFIXES})
-        results.append(one_cycle(command, env, cwd, STOPS[i % len(STOPS)], timeout_s))
+        for _attempt in range(3):
+            env.update({f"{p}_PORT": str(free_port()) for p in PREFIXES})
+            cycle = one_cycle(command, env, cwd, STOPS[i % len(STOPS)], timeout_s)
+            # a free port picked here can be taken by another program before the service
+            # binds it; that start says so and stops cleanly: try again on other ports
+            if not (cycle.problem and PORT_TAKEN in cycle.problem):
+                break
+        results.append(cycle)
     return results
 
 

@@ -296,6 +296,40 @@ def subprocess_pid_that_exited() -> int:
     return child.pid
 
 
+class TestStartStopTool:
+    """`bench.start_stop` itself: a start that fails is reported, never a crash of the tool."""
+
+    def _command(self, tmp_path: Path, body: str) -> list[str]:
+        script = tmp_path / "fake_up.py"
+        script.write_text(body)
+        return [sys.executable, str(script)]
+
+    def test_a_start_that_lost_its_port_is_tried_again_on_other_ports(self, tmp_path):
+        # the first start says its port is taken (as `crosscheck up` does) and exits; the
+        # second comes up and stops on the signal
+        body = (
+            "import pathlib, signal, sys, time\n"
+            f"marker = pathlib.Path({str(tmp_path / 'tried')!r})\n"
+            "if not marker.exists():\n"
+            "    marker.write_text('1')\n"
+            "    print('actor cannot listen on 127.0.0.1:1: the port is in use', flush=True)\n"
+            "    sys.exit(1)\n"
+            "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\n"
+            "print('Press Ctrl-C to stop', flush=True)\n"
+            "time.sleep(60)\n"
+        )
+        [cycle] = run_cycles(1, self._command(tmp_path, body), tmp_path, timeout_s=30)
+        assert cycle.problem is None, cycle.problem
+        assert not cycle.left_processes
+
+    def test_a_start_that_fails_otherwise_is_a_problem_with_its_output(self, tmp_path):
+        body = "print('no database here', flush=True)\nraise SystemExit(3)\n"
+        [cycle] = run_cycles(1, self._command(tmp_path, body), tmp_path, timeout_s=30)
+        assert cycle.problem is not None
+        assert "did not start" in cycle.problem
+        assert "no database here" in cycle.problem
+
+
 @pytest.mark.slow
 class TestStartStopCycles:
     @pytest.mark.timeout(300)  # three full starts of every service on a loaded machine
