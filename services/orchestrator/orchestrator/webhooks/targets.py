@@ -144,7 +144,7 @@ def refusal(address: IPAddress) -> str | None:
             inner = address.sixtofour
         elif address in NAT64:
             inner = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-    for candidate in dict.fromkeys((address, inner)):
+    for candidate in dict.fromkeys((inner, address)):  # the embedded one says more
         if candidate in METADATA_ADDRESSES:
             return "a cloud metadata address"
         if candidate.is_unspecified:
@@ -157,10 +157,10 @@ def refusal(address: IPAddress) -> str | None:
             return "a multicast address"
         if isinstance(candidate, ipaddress.IPv4Address) and candidate in CGNAT:
             return "a shared (CGNAT, 100.64.0.0/10) address"
-        if candidate.is_private:
-            return "a private address"
         if candidate.is_reserved:
             return "a reserved address"
+        if candidate.is_private:
+            return "a private address"
         if not candidate.is_global:
             return "a special-purpose address that is not globally reachable"
     return None
