@@ -12,6 +12,7 @@ import asyncio
 import base64
 import secrets
 
+import httpx
 import pytest
 
 from orchestrator.app import create_app
@@ -309,3 +310,52 @@ async def _settled(api, status: str) -> dict:
 
     [row] = await _until(found, f"a {status} delivery")
     return dict(row)
+
+
+class TestHttpsDeliveryIsPinned:
+    """Over https the request connects to the checked address and verifies the certificate
+    against the name: ``Host`` and the TLS server name (httpcore's ``sni_hostname``) are
+    the URL's host. The network is an in-process ``httpx.MockTransport``: no socket opens."""
+
+    @pytest.fixture
+    def sent(self):
+        return []
+
+    @pytest.fixture
+    def resolver(self):
+        return StaticResolver({"hooks.example.com": [PUBLIC]})
+
+    @pytest.fixture
+    async def orchestrator_app(self, orchestrator_settings, peers, resolver, sent):
+        def answer(request: httpx.Request) -> httpx.Response:
+            sent.append(request)
+            return httpx.Response(204)
+
+        return create_app(
+            orchestrator_settings,
+            peer_transports=peers,
+            webhook_resolver=resolver,
+            webhook_transport=httpx.MockTransport(answer),
+        )
+
+    async def test_the_request_goes_to_the_checked_address_under_the_name(
+        self, api, resolver, sent
+    ):
+        assert (await register(api, "https://hooks.example.com:8443/in?x=1")).status_code == 201
+        run_id = await start(api, task="Explain tides.", policy={"max_rounds": 1})
+        await wait_for(api, run_id, statuses=FINAL)
+        await _settled(api, "delivered")
+        [request] = sent
+        assert str(request.url) == f"https://{PUBLIC}:8443/in?x=1"
+        assert request.headers["host"] == "hooks.example.com:8443"
+        assert request.extensions["sni_hostname"] == "hooks.example.com"
+        assert request.headers["connection"] == "close"  # never shared with another name
+        assert resolver.asked == ["hooks.example.com", "hooks.example.com"]
+
+        # DNS moves the name inside: the next delivery is refused and nothing is sent
+        resolver.table["hooks.example.com"] = ["169.254.169.254"]
+        again = await start(api, task="Explain tides.", policy={"max_rounds": 1})
+        await wait_for(api, again, statuses=FINAL)
+        row = await _settled(api, "failed")
+        assert "metadata" in row["last_error"]
+        assert len(sent) == 1

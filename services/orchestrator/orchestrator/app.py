@@ -108,9 +108,11 @@ def create_app(
     *,
     peer_transports: dict[str, httpx.AsyncBaseTransport] | None = None,
     webhook_resolver: Resolver | None = None,
+    webhook_transport: httpx.AsyncBaseTransport | None = None,
 ) -> FastAPI:
     """Build the Orchestrator. ``peer_transports`` lets tests reach peers in-process;
-    ``webhook_resolver`` replaces the system resolver webhook targets are checked with."""
+    ``webhook_resolver`` replaces the system resolver webhook targets are checked with, and
+    ``webhook_transport`` the network deliveries are sent over."""
     metrics = Metrics()
     knowledge = knowledge_from_settings(settings)
     hub = EventHub(safety_poll_s=settings.events_safety_poll_s)
@@ -195,7 +197,9 @@ def create_app(
         )
         # Webhooks: the outbox wakes this process's delivery worker after each commit that
         # queued deliveries; the worker polls for the rest (other replicas, retries).
-        worker = DeliveryWorker(settings, db, webhook_box, webhook_guard)
+        worker = DeliveryWorker(
+            settings, db, webhook_box, webhook_guard, transport=webhook_transport
+        )
         outbox.install(engine, callbacks=settings.webhook_secret is not None, wake=worker.wake)
         settled.install(engine, metrics)
         listener: asyncio.Task[None] | None = None
