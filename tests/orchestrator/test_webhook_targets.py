@@ -10,6 +10,7 @@ and nothing is ever sent beyond loopback."""
 
 import asyncio
 import base64
+import ipaddress
 import secrets
 
 import httpx
@@ -17,7 +18,8 @@ import pytest
 
 from orchestrator.app import create_app
 from orchestrator.settings import OrchestratorSettings
-from orchestrator.webhooks.targets import IPAddress, StaticResolver
+from orchestrator.webhooks.targets import AllowList, IPAddress, StaticResolver, ip_literal
+from orchestrator.webhooks.targets import refusal as why_refused
 from tests.orchestrator.conftest import ADMIN_TOKEN, start, wait_for
 from tests.orchestrator.webhook_receiver import Receiver
 from tests.support.apps import serving
@@ -359,3 +361,42 @@ class TestHttpsDeliveryIsPinned:
         row = await _settled(api, "failed")
         assert "metadata" in row["last_error"]
         assert len(sent) == 1
+
+
+class TestAddressRules:
+    """The pure rules under the guard, for the forms a resolver accepts."""
+
+    @pytest.mark.parametrize(
+        ("host", "address"),
+        [
+            ("0", "0.0.0.0"),
+            ("0x7f000001", "127.0.0.1"),
+            ("2130706433", "127.0.0.1"),
+            ("127.1", "127.0.0.1"),
+            ("0177.0.0.1", "127.0.0.1"),
+            ("[::ffff:127.0.0.1]", "127.0.0.1"),
+            ("::ffff:7f00:1", "127.0.0.1"),
+            ("[fe80::1%25eth0]", "fe80::1"),
+            ("93.184.215.14", "93.184.215.14"),
+        ],
+    )
+    def test_odd_literal_forms_are_normalised(self, host, address):
+        assert str(ip_literal(host)) == address
+
+    @pytest.mark.parametrize("host", ["example.com", "deadbeef", "1.2.3.4.5", "08", "0x.com"])
+    def test_names_are_not_literals(self, host):
+        assert ip_literal(host) is None
+
+    @pytest.mark.parametrize(
+        "address", ["93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c", "8.8.8.8"]
+    )
+    def test_public_addresses_pass(self, address):
+        assert why_refused(ipaddress.ip_address(address)) is None
+
+    def test_the_allow_list_takes_names_cidrs_and_bare_addresses(self):
+        allow = AllowList.parse(" Hooks.Example.com. , 10.0.0.0/8,127.0.0.1,::1, ")
+        assert allow.names == {"hooks.example.com"}
+        assert [str(n) for n in allow.networks] == ["10.0.0.0/8", "127.0.0.1/32", "::1/128"]
+        assert allow.covers(ipaddress.ip_address("10.200.0.1"))
+        assert not allow.covers(ipaddress.ip_address("127.0.0.2"))
+        assert AllowList.parse("") == AllowList()

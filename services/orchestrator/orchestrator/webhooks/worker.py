@@ -333,6 +333,8 @@ class DeliveryWorker:
                 error = f"not sent: {exc.reason}"
             except TargetRefused as exc:  # inside: no request, and no retry
                 error, final = f"refused, not sent: {exc.reason}", True
+            except Exception as exc:  # a resolver's surprise: not sent, tried again later
+                error = f"not sent: the target could not be checked ({type(exc).__name__})"
             else:
                 code, error = await self._post(job, job.key, verdict)
         status = await self._db.run(lambda s: self._record(s, job, code, error, final=final))
