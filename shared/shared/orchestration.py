@@ -275,7 +275,9 @@ class RunCreate(WireModel):
         default=None,
         description="Where this run's run.finished, run.escalated, review.created and "
         "review.decided are POSTed as signed webhooks (the platform secret "
-        "ORCHESTRATOR_WEBHOOK_SECRET signs them; it must be configured).",
+        "ORCHESTRATOR_WEBHOOK_SECRET signs them; it must be configured). https, resolving to "
+        "public addresses only: loopback, private, link-local, CGNAT and metadata targets, "
+        "and plain http, are refused unless the host is in ORCHESTRATOR_WEBHOOK_ALLOW_HOSTS.",
     )
 
     @model_validator(mode="after")
@@ -812,7 +814,11 @@ def webhook_secret_bytes(value: str) -> bytes:
 
 
 class WebhookCreate(WireModel):
-    url: HttpUrlText
+    url: HttpUrlText = Field(
+        description="https, resolving to public addresses only: loopback, private, "
+        "link-local, CGNAT and metadata targets, and plain http, are refused unless the host "
+        "is in ORCHESTRATOR_WEBHOOK_ALLOW_HOSTS (checked again before each delivery)."
+    )
     events: Annotated[list[WebhookEvent], Field(min_length=1, max_length=len(WebhookEvent))] = (
         Field(description="Which events this subscription receives.")
     )

@@ -22,8 +22,10 @@ from cryptography.fernet import Fernet
 from pydantic import SecretStr
 from standardwebhooks import Webhook
 
+from orchestrator.app import create_app
 from orchestrator.settings import OrchestratorSettings
 from orchestrator.webhooks.secrets import SecretBox, derived_key
+from orchestrator.webhooks.targets import StaticResolver
 from shared.logging import configure_logging
 from tests.orchestrator.conftest import ADMIN_TOKEN, mint, start, wait_for
 from tests.orchestrator.test_crash_recovery import start_orchestrator, wait_until
@@ -51,11 +53,23 @@ def orchestrator_settings(orchestrator_settings, webhook_overrides):
         "webhook_retry_max_s": 0.5,
         "webhook_max_attempts": 30,
         "webhook_timeout_s": 2.0,
+        "webhook_allow_hosts": "127.0.0.1",  # the receivers listen there
         **webhook_overrides,
     }
     return type(orchestrator_settings).model_validate(
         {**orchestrator_settings.model_dump(), **values}
     )
+
+
+@pytest.fixture
+def resolver():
+    # No test looks a name up in real DNS; example.com is registered (never delivered to).
+    return StaticResolver({"example.com": ["93.184.215.14"]})
+
+
+@pytest.fixture
+async def orchestrator_app(orchestrator_settings, peers, resolver):
+    return create_app(orchestrator_settings, peer_transports=peers, webhook_resolver=resolver)
 
 
 @pytest.fixture
@@ -462,6 +476,7 @@ def test_kill_9_mid_delivery_still_delivers_after_the_restart(
         "ORCHESTRATOR_PEER_MAX_ATTEMPTS": "1",
         "ORCHESTRATOR_DBOS_POLL_S": "0.1",
         "ORCHESTRATOR_WEBHOOK_TIMEOUT_S": "30",
+        "ORCHESTRATOR_WEBHOOK_ALLOW_HOSTS": "127.0.0.1",
     }
     admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     with ExitStack() as stack:

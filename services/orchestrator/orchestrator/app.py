@@ -64,6 +64,7 @@ from orchestrator.tables import utcnow
 from orchestrator.webhooks import outbox
 from orchestrator.webhooks.router import router as webhooks_router
 from orchestrator.webhooks.secrets import SecretBox
+from orchestrator.webhooks.targets import Resolver, SystemResolver, TargetGuard
 from orchestrator.webhooks.worker import DeliveryWorker
 from shared.contracts import ServiceInfo
 from shared.errors import AppError, error_body
@@ -106,8 +107,12 @@ def create_app(
     settings: OrchestratorSettings,
     *,
     peer_transports: dict[str, httpx.AsyncBaseTransport] | None = None,
+    webhook_resolver: Resolver | None = None,
+    webhook_transport: httpx.AsyncBaseTransport | None = None,
 ) -> FastAPI:
-    """Build the Orchestrator. ``peer_transports`` lets tests reach peers in-process."""
+    """Build the Orchestrator. ``peer_transports`` lets tests reach peers in-process;
+    ``webhook_resolver`` replaces the system resolver webhook targets are checked with, and
+    ``webhook_transport`` the network deliveries are sent over."""
     metrics = Metrics()
     knowledge = knowledge_from_settings(settings)
     hub = EventHub(safety_poll_s=settings.events_safety_poll_s)
@@ -119,6 +124,11 @@ def create_app(
     db = Database(engine)
     metrics.read_intercept_rate(lambda: latest_intercept_rate(engine))
     webhook_box = SecretBox.from_settings(settings)
+    webhook_guard = TargetGuard(
+        settings.webhook_allow_list,
+        webhook_resolver or SystemResolver(),
+        timeout_s=settings.webhook_resolve_timeout_s,
+    )
     # SQLite: one process, as always. Postgres: replicas with heartbeats, a leader, failover,
     # and LISTEN/NOTIFY so every replica's websockets see every replica's events at once.
     cluster = None if engine.dialect.name == "sqlite" else Cluster(settings)
@@ -187,7 +197,9 @@ def create_app(
         )
         # Webhooks: the outbox wakes this process's delivery worker after each commit that
         # queued deliveries; the worker polls for the rest (other replicas, retries).
-        worker = DeliveryWorker(settings, db, webhook_box)
+        worker = DeliveryWorker(
+            settings, db, webhook_box, webhook_guard, transport=webhook_transport
+        )
         outbox.install(engine, callbacks=settings.webhook_secret is not None, wake=worker.wake)
         settled.install(engine, metrics)
         listener: asyncio.Task[None] | None = None
@@ -301,6 +313,7 @@ def create_app(
     app.state.hub = hub
     app.state.metrics = metrics
     app.state.webhook_box = webhook_box
+    app.state.webhook_guard = webhook_guard
     app.include_router(runs_router)
     app.include_router(reviews_router)
     app.include_router(lessons_router)

@@ -9,6 +9,7 @@ from typing import Self
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from orchestrator.webhooks.targets import AllowList
 from shared.orchestration import webhook_secret_bytes
 from shared.settings import MIN_TOKEN_CHARS, WEAK_TOKENS, ServiceSettings
 
@@ -210,6 +211,23 @@ class OrchestratorSettings(ServiceSettings):
         description="How often the delivery worker looks for due deliveries when not woken.",
     )
     webhook_max_subscriptions: int = Field(default=100, ge=1, le=10_000)
+    webhook_allow_hosts: str = Field(
+        default="",
+        max_length=10_000,
+        description="Comma-separated host names and CIDRs that webhooks (subscriptions and "
+        "callback_url) may reach although they are inside: loopback, private, link-local, "
+        "CGNAT, metadata and other non-public addresses are refused otherwise, at registration "
+        "and before each delivery; plain http:// is allowed to these hosts only. A name matches "
+        "the URL's host exactly; a CIDR (or bare address) matches the addresses it resolves "
+        "to. Empty: nothing inside is reachable.",
+    )
+    webhook_resolve_timeout_s: float = Field(
+        default=3.0,
+        gt=0,
+        le=60,
+        description="How long resolving a webhook's host may take, at registration (then 422) "
+        "and before a delivery (then it is retried).",
+    )
 
     metrics_auth: bool = Field(
         default=False,
@@ -252,6 +270,16 @@ class OrchestratorSettings(ServiceSettings):
                     "print(Fernet.generate_key().decode())')"
                 ) from None
         return value
+
+    @field_validator("webhook_allow_hosts")
+    @classmethod
+    def _allow_hosts_parse(cls, value: str) -> str:
+        AllowList.parse(value)  # raises naming the entry that is neither a name nor a CIDR
+        return value
+
+    @property
+    def webhook_allow_list(self) -> AllowList:
+        return AllowList.parse(self.webhook_allow_hosts)
 
     @field_validator("executor_id")
     @classmethod

@@ -21,6 +21,7 @@ from orchestrator.events.hub import EventHub
 from orchestrator.knowledge.profiles import ProfileCatalog
 from orchestrator.runs.service import MAX_PAGE, MAX_QUERY, RunService
 from orchestrator.tables import Run
+from orchestrator.webhooks.service import check_target
 from shared.aio import wait_until_set
 from shared.orchestration import (
     FINAL_STATUSES,
@@ -141,6 +142,8 @@ async def create_run(
     profiles: ProfileCatalog = request.app.state.profiles
     if body.policy.profile is not None:
         await profiles.require(body.policy.profile, body.kind)
+    if body.callback_url is not None:  # never a target inside (checked again at delivery)
+        await check_target(request.app.state.webhook_guard, "callback_url", body.callback_url)
     depth = None
     if body.policy.research is None and request.app.state.settings.research_url:
         # decided here, once, and kept on the run: a step re-run after a crash must decide

@@ -6,8 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request, status
 
+from orchestrator.db import Database
 from orchestrator.deps import Admin, SessionDep
-from orchestrator.webhooks.service import MAX_PAGE, WebhookService
+from orchestrator.webhooks.service import MAX_PAGE, WebhookService, check_target
 from shared.orchestration import (
     DeliveryPage,
     DeliveryStatus,
@@ -23,14 +24,14 @@ ID = r"^[A-Za-z0-9_]{1,64}$"
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=WebhookPublic)
-def create_webhook(
-    body: WebhookCreate, admin: Admin, session: SessionDep, request: Request
-) -> WebhookPublic:
+async def create_webhook(body: WebhookCreate, admin: Admin, request: Request) -> WebhookPublic:
     """Subscribe a URL to events; deliveries are signed with the secret (never shown again)."""
-    settings = request.app.state.settings
-    return service.create(
-        session, admin, body, request.app.state.webhook_box, settings.webhook_max_subscriptions
-    )
+    state = request.app.state
+    # resolved off the event loop, bounded in time, before any database work
+    await check_target(state.webhook_guard, "url", body.url)
+    limit = state.settings.webhook_max_subscriptions
+    db: Database = state.db
+    return await db.run(lambda s: service.create(s, admin, body, state.webhook_box, limit))
 
 
 @router.get("", response_model=WebhookList)

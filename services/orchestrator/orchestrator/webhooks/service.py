@@ -12,6 +12,7 @@ from orchestrator.auth.service import Principal
 from orchestrator.tables import WebhookDelivery, WebhookSubscription, new_id, utcnow
 from orchestrator.webhooks import outbox
 from orchestrator.webhooks.secrets import SecretBox
+from orchestrator.webhooks.targets import TargetGuard, TargetRefused
 from shared.errors import AppError, BadRequest, Conflict, NotFound
 from shared.orchestration import (
     DeliveryPage,
@@ -38,6 +39,16 @@ class WebhookRefused(AppError):
         super().__init__(
             message, detail=[{"loc": ["body", field], "msg": message, "type": "value_error"}]
         )
+
+
+async def check_target(guard: TargetGuard, field: str, url: str) -> None:
+    """Refuse (422 naming ``field``) a webhook target inside: loopback, private, metadata,
+    ... or a host that does not resolve (nothing could be checked; the receiver's owner can
+    register it once its DNS exists). The reason never repeats the URL."""
+    try:
+        await guard.check(url)
+    except TargetRefused as exc:
+        raise WebhookRefused(field, f"this webhook target is refused: {exc.reason}") from None
 
 
 def public(row: WebhookSubscription) -> WebhookPublic:

@@ -13,6 +13,12 @@ At most ``webhook_concurrency`` requests are in flight, and at most
 ``webhook_host_concurrency`` to one receiver; each has a hard deadline. So a slow or dead
 receiver holds a few slots for at most ``webhook_timeout_s`` each, never every slot, and
 never a run's step (runs only write rows).
+
+Before each request the target is checked again (``targets.TargetGuard``: DNS may have
+changed since it was registered) and the request connects to the address that was checked,
+with the URL's host as ``Host`` and TLS server name, so a second resolution cannot swap it.
+A target now inside is a ``failed`` delivery at once, with the reason and no request; a host
+that does not resolve is retried like a receiver that is down.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from orchestrator.settings import OrchestratorSettings
 from orchestrator.tables import utcnow
 from orchestrator.webhooks import outbox
 from orchestrator.webhooks.secrets import SecretBox
+from orchestrator.webhooks.targets import TargetGuard, TargetRefused, Unresolvable, Verdict
 from shared.aio import wait_until_set
 from shared.logging import get_logger
 from shared.orchestration import DeliveryStatus, webhook_secret_bytes
@@ -70,12 +77,14 @@ class DeliveryWorker:
         settings: OrchestratorSettings,
         db: Database,
         box: SecretBox | None,
+        guard: TargetGuard,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self._settings = settings
         self._db = db
         self._box = box
+        self._guard = guard
         secret = settings.webhook_secret
         self._platform_key = (
             webhook_secret_bytes(secret.get_secret_value()) if secret is not None else None
@@ -199,7 +208,10 @@ class DeliveryWorker:
                 break
         if not ids:
             return []
-        lease = now + timedelta(seconds=self._settings.webhook_timeout_s + LEASE_MARGIN_S)
+        settings = self._settings
+        # the target is resolved again before the request: both fit in the lease
+        budget = settings.webhook_resolve_timeout_s + settings.webhook_timeout_s
+        lease = now + timedelta(seconds=budget + LEASE_MARGIN_S)
         conn.execute(
             D.update()
             .where(D.c.id.in_(ids))
@@ -313,11 +325,19 @@ class DeliveryWorker:
     async def _attempt(self, job: Job) -> None:
         code: int | None = None
         error: str | None = job.problem
+        final = job.problem is not None
         if job.key is not None:
-            code, error = await self._post(job, job.key)
-        status = await self._db.run(
-            lambda s: self._record(s, job, code, error, final=job.problem is not None)
-        )
+            try:
+                verdict = await self._guard.check(job.url)
+            except Unresolvable as exc:  # DNS may be back by the next attempt
+                error = f"not sent: {exc.reason}"
+            except TargetRefused as exc:  # inside: no request, and no retry
+                error, final = f"refused, not sent: {exc.reason}", True
+            except Exception as exc:  # a resolver's surprise: not sent, tried again later
+                error = f"not sent: the target could not be checked ({type(exc).__name__})"
+            else:
+                code, error = await self._post(job, job.key, verdict)
+        status = await self._db.run(lambda s: self._record(s, job, code, error, final=final))
         if error is not None:
             log.info(
                 "webhook delivery not accepted",
@@ -328,9 +348,22 @@ class DeliveryWorker:
                 outcome=status,
             )
 
-    async def _post(self, job: Job, key: bytes) -> tuple[int | None, str | None]:
+    async def _post(self, job: Job, key: bytes, verdict: Verdict) -> tuple[int | None, str | None]:
         now = datetime.now(UTC)
-        headers = {
+        url = httpx.URL(job.url)
+        extensions: dict[str, str] = {}
+        headers: dict[str, str] = {}
+        if verdict.address is not None:
+            # Connect to the checked address; the name stays the Host and the TLS server name
+            # (the certificate is verified against it).
+            headers["host"] = url.netloc.decode("ascii")
+            if url.scheme == "https":
+                extensions["sni_hostname"] = url.raw_host.decode("ascii")
+                # a pooled connection is keyed by address only: one verified for another
+                # name at the same address must not carry this request
+                headers["connection"] = "close"
+            url = url.copy_with(host=str(verdict.address))
+        headers |= {
             "webhook-id": job.id,
             "webhook-timestamp": str(int(now.timestamp())),
             "webhook-signature": Webhook(key).sign(job.id, now, job.body),
@@ -341,7 +374,7 @@ class DeliveryWorker:
         try:
             async with asyncio.timeout(timeout):
                 async with self._client.stream(
-                    "POST", job.url, content=job.body.encode(), headers=headers
+                    "POST", url, content=job.body.encode(), headers=headers, extensions=extensions
                 ) as response:
                     code = response.status_code
         except TimeoutError:
