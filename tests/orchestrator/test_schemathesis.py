@@ -31,8 +31,12 @@ def orchestrator_url(tmp_path_factory):
         "CRITIC_URL": f"http://127.0.0.1:{free_port()}",
     }
     log = (tmp / "orchestrator.log").open("wb")
+    # sealed: fuzzed webhook targets are neither looked up in DNS nor delivered to
     process = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator"], env=env, stdout=log, stderr=subprocess.STDOUT
+        [sys.executable, "-m", "tests.support.sealed_orchestrator"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
     try:
