@@ -194,6 +194,11 @@ class SchemaPool:
             int(answer["count"]), [(list(path), str(text)) for path, text in answer["violations"]]
         )
 
+    def busy(self) -> int:
+        """Slots in use (for tests and diagnostics)."""
+        with self._lock:
+            return len(self._slots) - len(self._idle)
+
     def pids(self) -> list[int]:
         """The live workers' pids (for tests and diagnostics)."""
         return [
