@@ -27,7 +27,7 @@ OOM_SCHEMA = {"type": "string", "pattern": "a{1000000000}"}
 
 def anyof_chain(links: int = 23) -> dict:
     """Each link tries two $refs to the next: 2**links paths for a value that fails them all."""
-    defs = {
+    defs: dict[str, dict] = {
         f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{i + 1}"}, {"$ref": f"#/$defs/d{i + 1}"}]}
         for i in range(links)
     }
