@@ -355,3 +355,39 @@ class TestNoisyNeighbours:
             assert evaluation["passed"] is False
             assert evaluation["summary"] == "the schema evaluation took longer than 2 s"
         assert not any(pid_alive(pid) for pid in noisy_pids)
+
+
+@pytest.mark.sqlite_only
+class TestRefusalsThroughTheApi:
+    @pytest.mark.parametrize(
+        ("schema", "named"),
+        [
+            (OOM_SCHEMA, "/pattern"),
+            ({"type": "string", "pattern": "^(?=a)"}, "lookaround"),
+            ({"type": "string", "pattern": "\ud800"}, "lone surrogate"),
+            ({"properties": {"\ud800": {"type": 12}}}, "/properties/"),
+            ({"allOf": [{"type": "string"}] * 1000}, "more than 2000 nodes"),
+        ],
+    )
+    async def test_a_refused_schema_is_a_422_and_the_orchestrator_keeps_answering(
+        self, api, schema, named
+    ):
+        # escaped as JSON allows ("\ud800"): httpx would not encode a lone surrogate
+        body = json.dumps({"task": "x", "json_schema": schema})
+        response = await api.post(
+            "/v1/runs", content=body, headers={"Content-Type": "application/json"}
+        )
+        assert response.status_code == 422, response.text
+        assert response.json()["error"] == "InvalidSchema"
+        assert named in response.json()["detail"]
+        assert (await api.get("/healthz")).status_code == 200
+
+    async def test_lone_surrogates_in_the_output_are_matched_not_crashed_on(self):
+        pool = SchemaPool(PoolConfig(workers=1))
+        try:
+            schema = {"type": "string", "pattern": "^a"}
+            assert (await pool.evaluate("a", schema, "a\ud800")).count == 0
+            keyed = {"patternProperties": {"^a": {"type": "integer"}}}
+            assert (await pool.evaluate("a", keyed, {"a\ud800": "s"})).count == 1
+        finally:
+            pool.close()

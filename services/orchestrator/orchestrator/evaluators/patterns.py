@@ -123,6 +123,8 @@ def compile_pattern(pattern: str, limits: PatternLimits) -> Any:
     translated = bounded(pattern, limits)
     try:
         return re2.compile(translated, _options(limits))
+    except UnicodeEncodeError:
+        raise PatternRefused("it holds a lone surrogate (\\ud800-\\udfff), not text") from None
     except re2.error as exc:
         reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
         if "too large" in reason:
@@ -149,7 +151,9 @@ def validator_class(limits: PatternLimits) -> Any:
     def search(patrn: str, text: str) -> bool | str:
         """Whether the pattern matches; a string says why it cannot be used."""
         try:
-            return compile_pattern(patrn, limits).search(text) is not None
+            compiled = compile_pattern(patrn, limits)
+            # lone surrogates (JSON allows "\ud800") are not UTF-8: RE2 sees their bytes
+            return compiled.search(text.encode("utf-8", "surrogatepass")) is not None
         except PatternRefused as exc:
             return f"the pattern {patrn!r} cannot be used: {exc}"
 

@@ -61,6 +61,18 @@ class Evaluated:
     violations: list[tuple[list[str | int], str]]  # the first ones: (path, message)
 
 
+def _rebuilt(name: str, message: str) -> Exception:
+    """The worker's exception as the same built-in class where it can be (the step records
+    the class of an unexpected error), else a RuntimeError naming it."""
+    raised = getattr(builtins, name, None)
+    if isinstance(raised, type) and issubclass(raised, Exception):
+        try:
+            return raised(message)
+        except TypeError:  # a class that needs more arguments (UnicodeError's)
+            pass
+    return RuntimeError(f"{name}: {message}")
+
+
 class _Worker:
     def __init__(self, config: PoolConfig) -> None:
         limits = {**asdict(config.patterns), "memory_mb": config.memory_mb}
@@ -186,10 +198,7 @@ class SchemaPool:
                 )
             if "unusable" in answer:
                 raise SchemaUnusable(f"the run's schema cannot be evaluated: {name}")
-            raised = getattr(builtins, name, None)
-            if isinstance(raised, type) and issubclass(raised, Exception):
-                raise raised(message)
-            raise RuntimeError(f"{name}: {message}")
+            raise _rebuilt(name, message)
         return Evaluated(
             int(answer["count"]), [(list(path), str(text)) for path, text in answer["violations"]]
         )

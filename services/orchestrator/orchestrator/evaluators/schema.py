@@ -58,8 +58,14 @@ def _format_checker(limits: PatternLimits) -> FormatChecker:
     return checker
 
 
+def _printable(text: str) -> str:
+    """Lone surrogates (JSON allows "\\ud800" in a key) written as escapes: a message must
+    encode as UTF-8."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _where(path: list[str | int]) -> str:
-    return "/" + "/".join(str(p) for p in path) if path else "(root)"
+    return _printable("/" + "/".join(str(p) for p in path)) if path else "(root)"
 
 
 def _subschemas(node: Any, path: list[str | int]) -> Iterator[tuple[dict[str, Any], list[Any]]]:
@@ -105,7 +111,8 @@ def _check_size(schema: dict[str, Any], limits: SchemaLimits) -> None:
             pending.extend(node.values())
         elif isinstance(node, list):
             pending.extend(node)
-    size = len(json.dumps(schema, separators=(",", ":"), ensure_ascii=False).encode())
+    text = json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
+    size = len(text.encode("utf-8", "surrogatepass"))
     if size > limits.max_bytes:
         raise InvalidSchema(
             f"json_schema is {size} bytes of JSON, above the limit of {limits.max_bytes}"
@@ -174,7 +181,7 @@ def _check(schema: dict[str, Any], limits: PatternLimits) -> None:
     }
     cycle = _find_cycle(edges)
     if cycle is not None:
-        shown = " -> ".join("#" + node for node in cycle)
+        shown = _printable(" -> ".join("#" + node for node in cycle))
         raise InvalidSchema(
             f"json_schema refers to itself in a circle that never looks inside the value "
             f"({shown}); it would never finish"
