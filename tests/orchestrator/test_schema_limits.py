@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from orchestrator.evaluators.patterns import PatternLimits, compile_pattern
-from orchestrator.evaluators.pool import PoolConfig, SchemaPool, SchemaTimeout
+from orchestrator.evaluators.pool import PoolConfig, SchemaPool, SchemaTimeout, SchemaUnusable
 from orchestrator.evaluators.schema import InvalidSchema, SchemaLimits, check_schema
 from orchestrator.settings import OrchestratorSettings
 from tests.orchestrator.conftest import ADMIN_TOKEN, mint, wait_for
@@ -294,6 +294,18 @@ class TestWorkerPool:
             waiter.cancel()
             await asyncio.gather(blocker, waiter, return_exceptions=True)
             assert pool.busy() == 0
+            assert (await pool.evaluate("a", PLAIN, "x")).count == 0
+        finally:
+            pool.close()
+
+    async def test_an_evaluation_over_the_memory_cap_fails_alone(self):
+        pool = SchemaPool(PoolConfig(workers=1, memory_mb=64))
+        try:
+            await pool.evaluate("a", PLAIN, "x")
+            [pid] = pool.pids()
+            assert Path(f"/proc/{pid}/oom_score_adj").read_text().strip() == "1000"
+            with pytest.raises(SchemaUnusable, match="needed more than 64 MB"):
+                await pool.evaluate("a", {"type": "array"}, list(range(2_000_000)))
             assert (await pool.evaluate("a", PLAIN, "x")).count == 0
         finally:
             pool.close()

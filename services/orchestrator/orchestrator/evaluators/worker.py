@@ -15,6 +15,7 @@ import json
 import resource
 import signal
 import sys
+from pathlib import Path
 from typing import Any, TextIO
 
 from referencing.exceptions import Unresolvable
@@ -59,6 +60,11 @@ def main() -> None:
     memory = int(config.pop("memory_mb")) * 1024 * 1024
     if memory > 0:
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    try:
+        # under a container's memory limit, the kernel kills a worker before the service
+        Path("/proc/self/oom_score_adj").write_text("1000")
+    except OSError:
+        pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the service's to handle
     serve(sys.stdin, sys.stdout, PatternLimits(**config))
 
