@@ -403,3 +403,19 @@ class TestRefusalsThroughTheApi:
             assert (await pool.evaluate("a", keyed, {"a\ud800": "s"})).count == 1
         finally:
             pool.close()
+
+
+class TestPoolShutdown:
+    async def test_closing_the_pool_kills_its_workers_and_fails_waiting_evaluations(self):
+        pool = SchemaPool(PoolConfig(workers=1, timeout_s=60.0))
+        running = asyncio.create_task(pool.evaluate("a", anyof_chain(), "x"))
+        await until(lambda: len(pool.pids()) == 1, what="the running evaluation")
+        [pid] = pool.pids()
+        waiting = asyncio.create_task(pool.evaluate("b", PLAIN, "x"))
+        await asyncio.sleep(0)
+        pool.close()
+        assert not pid_alive(pid)
+        for task in (running, waiting):
+            with pytest.raises(SchemaUnusable):
+                await asyncio.wait_for(task, 30)
+        assert pool.pids() == []

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any
@@ -132,8 +133,22 @@ class _Slot:
         if worker is not None:
             worker.kill()
 
+    def ensure_worker(self, config: PoolConfig) -> _Worker:
+        """This slot's live worker, started now if it has none (blocking: on a thread)."""
+        if self.worker is not None and self.worker.process.poll() is None:
+            return self.worker
+        self.discard()
+        self.worker = _Worker(config)
+        self.worker.wait_ready()
+        return self.worker
+
 
 _Waiter = tuple[asyncio.AbstractEventLoop, "asyncio.Future[_Slot]"]
+
+
+def _fail_waiter(future: asyncio.Future[_Slot]) -> None:
+    if not future.done():
+        future.set_exception(SchemaUnusable("the schema workers are shut down"))
 
 
 class SchemaPool:
@@ -164,35 +179,33 @@ class SchemaPool:
 
     async def _run(self, slot: _Slot, schema: dict[str, Any], document: Any) -> Evaluated:
         loop = asyncio.get_running_loop()
-        if slot.worker is None or slot.worker.process.poll() is not None:
-            await loop.run_in_executor(self._threads, slot.discard)
-            slot.worker = _Worker(self.config)
-            try:
-                await asyncio.wait_for(
-                    loop.run_in_executor(self._threads, slot.worker.wait_ready),
-                    self.config.start_timeout_s,
-                )
-            except BaseException:
-                await loop.run_in_executor(self._threads, slot.discard)
-                raise
-        worker = slot.worker
+        if self._closed:
+            raise SchemaUnusable("the schema workers are shut down")
+        try:
+            worker = await asyncio.wait_for(
+                loop.run_in_executor(self._threads, slot.ensure_worker, self.config),
+                self.config.start_timeout_s,
+            )
+        except BaseException:
+            await asyncio.shield(self._off_loop(slot.discard))
+            raise
         try:
             answer = await asyncio.wait_for(
                 loop.run_in_executor(self._threads, worker.exchange, schema, document),
                 self.config.timeout_s,
             )
         except TimeoutError:
-            await loop.run_in_executor(self._threads, slot.discard)
+            await asyncio.shield(self._off_loop(slot.discard))
             raise SchemaTimeout(
                 f"the schema evaluation took longer than {self.config.timeout_s:g} s"
             ) from None
         except BaseException:  # no answer, or the step was cancelled mid-evaluation
-            await asyncio.shield(loop.run_in_executor(self._threads, slot.discard))
+            await asyncio.shield(self._off_loop(slot.discard))
             raise
         if "error" in answer:
             name, message = str(answer["error"]), str(answer.get("message", ""))
             if name == "MemoryError":
-                await loop.run_in_executor(self._threads, slot.discard)
+                await self._off_loop(slot.discard)
                 raise SchemaUnusable(
                     f"the schema evaluation needed more than {self.config.memory_mb} MB"
                 )
@@ -202,6 +215,16 @@ class SchemaPool:
         return Evaluated(
             int(answer["count"]), [(list(path), str(text)) for path, text in answer["violations"]]
         )
+
+    async def _off_loop(self, function: Callable[[], None]) -> None:
+        """On a thread of the pool; after ``close`` (its workers are killed already: nothing
+        blocks) here."""
+        try:
+            future = asyncio.get_running_loop().run_in_executor(self._threads, function)
+        except RuntimeError:
+            function()
+            return
+        await future
 
     def busy(self) -> int:
         """Slots in use (for tests and diagnostics)."""
@@ -282,9 +305,17 @@ class SchemaPool:
             future.set_result(slot)
 
     def close(self) -> None:
-        """Stop every worker (each also ends by itself at the end of its stdin)."""
+        """Stop every worker (each also ends by itself at the end of its stdin); evaluations
+        still waiting for a slot fail."""
         with self._lock:
             self._closed = True
+            waiting = [waiter for queue in self._queues.values() for waiter in queue]
+            self._queues.clear()
+        for loop, future in waiting:
+            try:
+                loop.call_soon_threadsafe(_fail_waiter, future)
+            except RuntimeError:  # that loop is closed
+                pass
         for slot in self._slots:
             slot.discard()
         self._threads.shutdown(wait=False, cancel_futures=True)
