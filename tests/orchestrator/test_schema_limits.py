@@ -419,3 +419,35 @@ class TestPoolShutdown:
             with pytest.raises(SchemaUnusable):
                 await asyncio.wait_for(task, 30)
         assert pool.pids() == []
+
+
+class TestSettings:
+    def test_the_limits_and_the_pool_come_from_the_environment(self, monkeypatch, service_token):
+        for name, value in {
+            "SCHEMA_MAX_BYTES": "1000",
+            "SCHEMA_MAX_NODES": "50",
+            "SCHEMA_PATTERN_MAX_LENGTH": "40",
+            "SCHEMA_PATTERN_MAX_REPEAT": "20",
+            "SCHEMA_PATTERN_MAX_DEPTH": "4",
+            "SCHEMA_PATTERN_MAX_MEM_KB": "512",
+            "SCHEMA_WORKERS": "3",
+            "SCHEMA_OWNER_SHARE": "5",
+            "SCHEMA_TIMEOUT_S": "2.5",
+            "SCHEMA_WORKER_MEMORY_MB": "256",
+        }.items():
+            monkeypatch.setenv(f"ORCHESTRATOR_{name}", value)
+        settings = OrchestratorSettings(service_token=service_token)
+        patterns = PatternLimits(max_length=40, max_repeat=20, max_depth=4, max_mem_kb=512)
+        assert settings.schema_limits() == SchemaLimits(
+            max_bytes=1000, max_nodes=50, patterns=patterns
+        )
+        assert settings.schema_pool() == PoolConfig(
+            workers=3, owner_share=5, timeout_s=2.5, memory_mb=256, patterns=patterns
+        )
+        pool = SchemaPool(settings.schema_pool())
+        assert pool.share == 3  # never more than the workers
+        pool.close()
+
+    def test_a_repeat_limit_above_what_re2_allows_is_refused_at_start(self, service_token):
+        with pytest.raises(ValueError, match="schema_pattern_max_repeat"):
+            OrchestratorSettings(service_token=service_token, schema_pattern_max_repeat=1001)

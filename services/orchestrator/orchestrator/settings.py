@@ -268,7 +268,8 @@ class OrchestratorSettings(ServiceSettings):
         ge=1,
         le=64,
         description="How many of the schema workers the runs of one owner (the token that "
-        "created them) may use at once; its other evaluations wait, owners served in turn.",
+        "created them) may use at once (at most ORCHESTRATOR_SCHEMA_WORKERS); its other "
+        "evaluations wait, owners served in turn.",
     )
     schema_timeout_s: float = Field(
         default=5.0,
