@@ -38,7 +38,7 @@ from orchestrator.engine.research import BudgetedResearch
 from orchestrator.evaluations.router import router as evaluations_router
 from orchestrator.evaluations.service import latest_intercept_rate
 from orchestrator.evaluators.base import Evaluator, JsonSchemaEvaluator, PythonTestsEvaluator
-from orchestrator.evaluators.schema import SchemaRunner
+from orchestrator.evaluators.pool import SchemaPool
 from orchestrator.events.hub import EventHub
 from orchestrator.events.listener import EventListener
 from orchestrator.events.router import router as events_router
@@ -155,7 +155,8 @@ def create_app(
             # this replica's work alone.
             await cluster.join()
         token = settings.service_token.get_secret_value()
-        schema_runner = SchemaRunner()
+        schema_pool = SchemaPool(settings.schema_pool())
+        app.state.schema_pool = schema_pool
         peers: dict[str, Peer] = {}
         for name, url in (
             ("actor", settings.actor_url),
@@ -180,7 +181,7 @@ def create_app(
             )
         evaluators: dict[str, Evaluator] = {
             "python_tests": PythonTestsEvaluator(HttpSandbox(peers["sandbox"])),
-            "json_schema": JsonSchemaEvaluator(schema_runner),
+            "json_schema": JsonSchemaEvaluator(schema_pool),
         }
         runtime.install(
             runtime.Runtime(
@@ -273,7 +274,7 @@ def create_app(
                 await peer.aclose()
             if research_http is not None:
                 await research_http.aclose()
-            schema_runner.close()
+            schema_pool.close()
             await knowledge.aclose()
             db.close()
 

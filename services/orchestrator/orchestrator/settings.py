@@ -9,6 +9,9 @@ from typing import Self
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from orchestrator.evaluators.patterns import PatternLimits
+from orchestrator.evaluators.pool import PoolConfig
+from orchestrator.evaluators.schema import SchemaLimits
 from orchestrator.webhooks.targets import AllowList
 from shared.orchestration import webhook_secret_bytes
 from shared.settings import MIN_TOKEN_CHARS, WEAK_TOKENS, ServiceSettings
@@ -229,6 +232,78 @@ class OrchestratorSettings(ServiceSettings):
         "and before a delivery (then it is retried).",
     )
 
+    # JSON schemas of runs (json_schema): limits at creation, and the evaluation workers
+    schema_max_bytes: int = Field(
+        default=65_536,
+        ge=2,
+        le=16 * 1024 * 1024,
+        description="A run's json_schema may be at most this many bytes of (compact) JSON; "
+        "larger is refused at creation (422 InvalidSchema).",
+    )
+    schema_max_nodes: int = Field(
+        default=2_000,
+        ge=1,
+        le=1_000_000,
+        description="A run's json_schema may hold at most this many nodes (objects, arrays "
+        "and values); more is refused at creation. Checking costs time in proportion.",
+    )
+    schema_pattern_max_length: int = Field(
+        default=1_000,
+        ge=1,
+        le=100_000,
+        description="Longest regular expression (pattern, patternProperties key) a schema "
+        "may hold, in characters.",
+    )
+    schema_pattern_max_repeat: int = Field(
+        default=1_000,
+        ge=1,
+        le=1_000,
+        description="Largest count of a repeat ({n}, {n,m}) in a schema's regular "
+        "expression; RE2 allows no more than 1000, nested repeats included.",
+    )
+    schema_pattern_max_depth: int = Field(
+        default=32,
+        ge=1,
+        le=1_000,
+        description="How deep the groups of a schema's regular expression may nest.",
+    )
+    schema_pattern_max_mem_kb: int = Field(
+        default=2_048,
+        ge=64,
+        le=1024 * 1024,
+        description="RE2's memory budget for one compiled regular expression, in KB; one "
+        "that needs more is refused at creation.",
+    )
+    schema_workers: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="Worker processes that evaluate outputs against run schemas; started at "
+        "first use and reused.",
+    )
+    schema_owner_share: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="How many of the schema workers the runs of one owner (the token that "
+        "created them) may use at once (at most ORCHESTRATOR_SCHEMA_WORKERS); its other "
+        "evaluations wait, owners served in turn.",
+    )
+    schema_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=600,
+        description="One schema evaluation's time limit: past it the worker is killed and "
+        "the evaluation fails (waiting for a worker does not count).",
+    )
+    schema_worker_memory_mb: int = Field(
+        default=512,
+        ge=128,
+        le=1024 * 1024,
+        description="Address-space cap of a schema worker (RLIMIT_AS), in MB; an evaluation "
+        "that needs more fails.",
+    )
+
     metrics_auth: bool = Field(
         default=False,
         description="GET /metrics needs a bearer token (any role). Off by default: the "
@@ -322,6 +397,30 @@ class OrchestratorSettings(ServiceSettings):
                 "characters"
             )
         return value
+
+    def schema_limits(self) -> SchemaLimits:
+        return SchemaLimits(
+            max_bytes=self.schema_max_bytes,
+            max_nodes=self.schema_max_nodes,
+            patterns=self.pattern_limits(),
+        )
+
+    def pattern_limits(self) -> PatternLimits:
+        return PatternLimits(
+            max_length=self.schema_pattern_max_length,
+            max_repeat=self.schema_pattern_max_repeat,
+            max_depth=self.schema_pattern_max_depth,
+            max_mem_kb=self.schema_pattern_max_mem_kb,
+        )
+
+    def schema_pool(self) -> PoolConfig:
+        return PoolConfig(
+            workers=self.schema_workers,
+            owner_share=self.schema_owner_share,
+            timeout_s=self.schema_timeout_s,
+            memory_mb=self.schema_worker_memory_mb,
+            patterns=self.pattern_limits(),
+        )
 
     @property
     def is_sqlite(self) -> bool:

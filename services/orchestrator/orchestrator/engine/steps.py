@@ -318,7 +318,7 @@ async def act(
                     rt, session, run, policy, "", round, None, vector
                 ),
                 job_template=EvaluationJob(
-                    run.kind, "", full.tests, run.entry_point, full.json_schema
+                    run.kind, "", full.tests, run.entry_point, full.json_schema, full.created_by
                 ),
                 evaluator=rt.evaluators.get(run.evaluator),
             )
@@ -595,7 +595,9 @@ async def evaluate(run_id: str, round: int, pause_after: bool, attempt: int = 1)
             return None
         row = records.load_round(session, run_id, round)
         assert row is not None
-        job = EvaluationJob(run.kind, row.output, run.tests, run.entry_point, run.json_schema)
+        job = EvaluationJob(
+            run.kind, row.output, run.tests, run.entry_point, run.json_schema, run.created_by
+        )
         # best of N evaluated every draft already: the chosen one's evaluation is this round's
         reused = drafts.chosen_evaluation(row.drafts, row.output_hash)
         unlocked = guard.unlocked_candidate(session, run, row)  # when the lock changed it

@@ -6,9 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from referencing.exceptions import Unresolvable
-
-from orchestrator.evaluators.schema import SchemaRunner, SchemaTimeout
+from orchestrator.evaluators.pool import SchemaPool, SchemaTimeout, SchemaUnusable
 from orchestrator.peers.http import SandboxPeer
 
 
@@ -29,6 +27,7 @@ class EvaluationJob:
     tests: str | None
     entry_point: str | None
     json_schema: dict[str, Any] | None
+    owner: str = ""  # who created the run: evaluations share workers fairly between owners
 
 
 class Evaluator(Protocol):
@@ -38,13 +37,13 @@ class Evaluator(Protocol):
 
 
 class JsonSchemaEvaluator:
-    """The output must be JSON that validates against the run's schema (off the event loop,
-    bounded in time: see ``evaluators.schema``)."""
+    """The output must be JSON that validates against the run's schema (in a worker process,
+    bounded in time and memory: see ``evaluators.pool``)."""
 
     name = "json_schema"
 
-    def __init__(self, runner: SchemaRunner | None = None) -> None:
-        self.runner = runner or SchemaRunner()
+    def __init__(self, pool: SchemaPool) -> None:
+        self.pool = pool
 
     async def evaluate(self, job: EvaluationJob, *, key: str) -> EvaluationResult:
         try:
@@ -54,21 +53,21 @@ class JsonSchemaEvaluator:
                 False, f"the output is not JSON: {exc.msg} at line {exc.lineno}"
             )
         try:
-            errors = await self.runner.violations(job.json_schema or {}, document)
+            evaluated = await self.pool.evaluate(job.owner, job.json_schema or {}, document)
         except SchemaTimeout as exc:
             return EvaluationResult(False, str(exc), {"timed_out": True})
-        except (RecursionError, Unresolvable) as exc:
-            # Only a schema stored before schemas were checked at creation gets here.
-            return EvaluationResult(
-                False, f"the run's schema cannot be evaluated: {type(exc).__name__}"
-            )
-        if not errors:
+        except SchemaUnusable as exc:
+            return EvaluationResult(False, str(exc))
+        if not evaluated.count:
             return EvaluationResult(True, "the output is valid against the schema")
         listed = "; ".join(
-            f"{'/'.join(str(p) for p in e.path) or '(root)'}: {e.message}" for e in errors[:10]
+            f"{'/'.join(str(p) for p in path) or '(root)'}: {message}"
+            for path, message in evaluated.violations[:10]
         )
         return EvaluationResult(
-            False, f"{len(errors)} schema violation(s): {listed}", {"errors": len(errors)}
+            False,
+            f"{evaluated.count} schema violation(s): {listed}",
+            {"errors": evaluated.count},
         )
 
 

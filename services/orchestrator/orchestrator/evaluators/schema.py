@@ -1,38 +1,40 @@
-"""JSON schemas from runs: checked when a run is created, evaluated off the event loop.
+"""JSON schemas from runs: checked when a run is created, evaluated in worker processes.
 
-A run's schema is untrusted input. It is refused at ``POST /v1/runs`` when it is not a valid
-Draft 2020-12 schema, holds a pattern that does not compile, refers outside itself, refers to
-nothing, or refers in a circle that never consumes the value. Patterns are matched with the
-``regex`` module and a per-match timeout (it needs no exponential backtracking for classic
-cases such as ``^(a+)+$``), and a whole evaluation runs on its own small thread pool with a
-time limit, so no schema can hold the event loop.
+A run's schema is untrusted input. It is refused at ``POST /v1/runs`` when its JSON is larger
+than a limit or has more nodes than a limit (checked first: every later check costs time in
+proportion to them), when it is not a valid Draft 2020-12 schema, holds a pattern that crosses
+a limit or that RE2 cannot match (``evaluators.patterns``), refers outside itself, refers to
+nothing, or refers in a circle that never consumes the value. Evaluations run in killable
+worker processes with a memory cap and a time limit (``evaluators.pool``).
 """
 
 from __future__ import annotations
 
-import asyncio
+import json
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
 import jsonschema
-import regex
-from jsonschema import Draft202012Validator, ValidationError, validators
-from referencing import Registry
-from referencing.exceptions import NoSuchResource, Unresolvable
+from jsonschema import Draft202012Validator, FormatChecker
+from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
+from orchestrator.evaluators.patterns import OFFLINE, PatternLimits, PatternRefused, compile_pattern
 from shared.errors import AppError
 
-# One pattern match on one value; past it the value counts as not matching, with a reason.
-MATCH_TIMEOUT_S = 0.25
-# A whole evaluation (every keyword, every value).
-EVALUATION_TIMEOUT_S = 5.0
 # In-place keywords: they apply their subschema to the same value, so a cycle through them
 # (and $ref) never ends.
 _IN_PLACE_LISTS = ("allOf", "anyOf", "oneOf")
 _IN_PLACE_ONE = ("not", "if", "then", "else")
+
+
+@dataclass(frozen=True)
+class SchemaLimits:
+    max_bytes: int = 65_536  # of the schema's JSON (compact)
+    max_nodes: int = 2_000  # objects, arrays and values in it
+    patterns: PatternLimits = field(default_factory=PatternLimits)
 
 
 class InvalidSchema(AppError):
@@ -41,64 +43,29 @@ class InvalidSchema(AppError):
     status_code = 422
 
 
-class SchemaTimeout(Exception):
-    """An evaluation took longer than its limit."""
+def _format_checker(limits: PatternLimits) -> FormatChecker:
+    """The meta-schema's formats, with ``regex`` (pattern, patternProperties keys) checked by
+    the bounded RE2 compile the evaluation uses, not by Python's ``re``."""
+    checker = FormatChecker()
+    checker.checkers = dict(Draft202012Validator.FORMAT_CHECKER.checkers)
+
+    def is_regex(instance: object) -> bool:
+        if isinstance(instance, str):
+            compile_pattern(instance, limits)
+        return True
+
+    checker.checks("regex", raises=PatternRefused)(is_regex)
+    return checker
 
 
-def _refuse_retrieval(uri: str) -> Any:
-    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]  # attrs class
-
-
-# No $ref is ever fetched: without this jsonschema would fetch http(s) references.
-OFFLINE: Registry[Any] = Registry(retrieve=_refuse_retrieval)  # type: ignore[call-arg]
-
-
-def _search(pattern: str, text: str) -> bool:
-    return regex.search(pattern, text, timeout=MATCH_TIMEOUT_S) is not None
-
-
-def _pattern(
-    validator: Any, patrn: str, instance: Any, schema: dict[str, Any]
-) -> Iterator[ValidationError]:
-    if not validator.is_type(instance, "string"):
-        return
-    try:
-        matched = _search(patrn, instance)
-    except TimeoutError:
-        yield ValidationError(
-            f"matching {patrn!r} took longer than {MATCH_TIMEOUT_S:g} s; counted as no match"
-        )
-        return
-    if not matched:
-        yield ValidationError(f"{instance!r} does not match {patrn!r}")
-
-
-def _pattern_properties(
-    validator: Any, patterns: dict[str, Any], instance: Any, schema: dict[str, Any]
-) -> Iterator[ValidationError]:
-    if not validator.is_type(instance, "object"):
-        return
-    for patrn, subschema in patterns.items():
-        for key, value in instance.items():
-            try:
-                matched = _search(patrn, key)
-            except TimeoutError:
-                yield ValidationError(
-                    f"matching {patrn!r} against the key {key!r} took longer than "
-                    f"{MATCH_TIMEOUT_S:g} s"
-                )
-                continue
-            if matched:
-                yield from validator.descend(value, subschema, path=key, schema_path=patrn)
-
-
-SafeValidator = validators.extend(  # type: ignore[no-untyped-call]
-    Draft202012Validator, {"pattern": _pattern, "patternProperties": _pattern_properties}
-)
+def _printable(text: str) -> str:
+    """Lone surrogates (JSON allows "\\ud800" in a key) written as escapes: a message must
+    encode as UTF-8."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _where(path: list[str | int]) -> str:
-    return "/" + "/".join(str(p) for p in path) if path else "(root)"
+    return _printable("/" + "/".join(str(p) for p in path)) if path else "(root)"
 
 
 def _subschemas(node: Any, path: list[str | int]) -> Iterator[tuple[dict[str, Any], list[Any]]]:
@@ -119,21 +86,49 @@ def _pointer(path: list[str | int]) -> str:
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
 
 
-def check_schema(schema: dict[str, Any]) -> None:
+def check_schema(schema: dict[str, Any], limits: SchemaLimits | None = None) -> None:
     """Raise ``InvalidSchema`` naming the first problem of a run's schema."""
+    limits = limits or SchemaLimits()
     try:
-        _check(schema)
+        _check_size(schema, limits)
+        _check(schema, limits.patterns)
     except RecursionError:
         raise InvalidSchema("json_schema is nested too deeply to be checked") from None
 
 
-def _check(schema: dict[str, Any]) -> None:
+def _check_size(schema: dict[str, Any], limits: SchemaLimits) -> None:
+    nodes = 0
+    pending: list[Any] = [schema]
+    while pending:
+        node = pending.pop()
+        nodes += 1
+        if nodes > limits.max_nodes:
+            raise InvalidSchema(
+                f"json_schema has more than {limits.max_nodes} nodes (objects, arrays and "
+                "values), the limit"
+            )
+        if isinstance(node, dict):
+            pending.extend(node.values())
+        elif isinstance(node, list):
+            pending.extend(node)
+    text = json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > limits.max_bytes:
+        raise InvalidSchema(
+            f"json_schema is {size} bytes of JSON, above the limit of {limits.max_bytes}"
+        )
+
+
+def _check(schema: dict[str, Any], limits: PatternLimits) -> None:
     try:
-        Draft202012Validator.check_schema(schema)
+        Draft202012Validator.check_schema(schema, format_checker=_format_checker(limits))
     except jsonschema.SchemaError as exc:
+        reason = exc.message
+        if isinstance(exc.cause, PatternRefused):
+            reason += f": {exc.cause}"
         raise InvalidSchema(
             f"json_schema is not a valid JSON Schema (2020-12) at {_where(list(exc.path))}: "
-            f"{exc.message}"
+            f"{reason}"
         ) from None
     resolver = OFFLINE.resolver_with_root(DRAFT202012.create_resource(schema))
     edges: dict[str, list[str]] = {}
@@ -143,6 +138,7 @@ def _check(schema: dict[str, Any]) -> None:
             if isinstance(sub.get(keyword), str):
                 anchors[sub[keyword]] = _pointer(path)
         here = _where(path)
+        # Patterns the meta-schema does not see (under unknown keywords a $ref can reach)
         patterns: list[str] = []
         if isinstance(sub.get("pattern"), str):
             patterns.append(sub["pattern"])
@@ -150,10 +146,10 @@ def _check(schema: dict[str, Any]) -> None:
             patterns.extend(sub["patternProperties"])
         for patrn in patterns:
             try:
-                regex.compile(patrn)
-            except regex.error as exc:
+                compile_pattern(patrn, limits)
+            except PatternRefused as exc:
                 raise InvalidSchema(
-                    f"json_schema at {here}: the pattern {patrn!r} does not compile: {exc}"
+                    f"json_schema at {here}: the pattern {patrn!r} cannot be used: {exc}"
                 ) from None
         targets: list[str] = []
         for keyword in ("$ref", "$dynamicRef"):
@@ -185,7 +181,7 @@ def _check(schema: dict[str, Any]) -> None:
     }
     cycle = _find_cycle(edges)
     if cycle is not None:
-        shown = " -> ".join("#" + node for node in cycle)
+        shown = _printable(" -> ".join("#" + node for node in cycle))
         raise InvalidSchema(
             f"json_schema refers to itself in a circle that never looks inside the value "
             f"({shown}); it would never finish"
@@ -214,30 +210,3 @@ def _find_cycle(edges: dict[str, list[str]]) -> list[str] | None:
                 stack.append((child, iter(edges.get(child, []))))
                 on_path.append(child)
     return None
-
-
-def schema_violations(schema: dict[str, Any], document: Any) -> list[ValidationError]:
-    """Every violation, in path order (blocking: call it off the event loop)."""
-    validator = SafeValidator(schema, registry=OFFLINE)
-    return sorted(validator.iter_errors(document), key=lambda e: [str(p) for p in e.path])
-
-
-class SchemaRunner:
-    """Evaluations on two threads of their own, each bounded in time."""
-
-    def __init__(self, timeout_s: float = EVALUATION_TIMEOUT_S) -> None:
-        self.timeout_s = timeout_s
-        self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="json-schema")
-
-    async def violations(self, schema: dict[str, Any], document: Any) -> list[ValidationError]:
-        loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._threads, schema_violations, schema, document)
-        try:
-            return await asyncio.wait_for(future, self.timeout_s)
-        except TimeoutError:
-            raise SchemaTimeout(
-                f"the schema evaluation took longer than {self.timeout_s:g} s"
-            ) from None
-
-    def close(self) -> None:
-        self._threads.shutdown(wait=False, cancel_futures=True)

@@ -138,7 +138,8 @@ async def create_run(
     db: Database = request.app.state.db
     if body.json_schema is not None:
         # Refused here (422 naming the problem), not found out later by the running workflow.
-        await asyncio.to_thread(check_schema, body.json_schema)
+        limits = request.app.state.settings.schema_limits()
+        await asyncio.to_thread(check_schema, body.json_schema, limits)
     profiles: ProfileCatalog = request.app.state.profiles
     if body.policy.profile is not None:
         await profiles.require(body.policy.profile, body.kind)
