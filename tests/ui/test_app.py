@@ -26,10 +26,13 @@ from tests.ui.fakes import (
 )
 
 APP = Path(__file__).resolve().parents[2] / "ui" / "console" / "main.py"
+# A bound on one script run, not a time it should take: a page renders in well under a second
+# alone, but the first run imports the console and a loaded machine stretches that many times.
+SCRIPT_TIMEOUT_S = 120
 
 
 def make_app(fake: FakeClient, *, token: str | None = "tok-123", **state) -> AppTest:
-    at = AppTest.from_file(str(APP), default_timeout=20)
+    at = AppTest.from_file(str(APP), default_timeout=SCRIPT_TIMEOUT_S)
     at.session_state["client"] = fake
     if token:
         at.session_state["token"] = token
