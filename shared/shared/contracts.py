@@ -153,6 +153,12 @@ class Usage(WireModel):
     cost_usd: float | None = None
     latency_ms: float = 0.0
     attempts: int = 1
+    cut_off_calls: int = Field(
+        default=0,
+        ge=0,
+        description="Model calls included here that were cut off in flight (their process "
+        "died): counted by their prompt's estimated tokens, as their output is unknowable.",
+    )
 
 
 class ModelExchange(WireModel):
