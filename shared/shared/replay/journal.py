@@ -8,8 +8,11 @@ request's calls in order, which a retry repeats as long as it replays the same a
 
 - the reply (value and usage), stored the moment the call returns;
 - ``begun/<i>``: the i-th try of the call was sent, with what is knowable before an
-  answer: the prompt's estimated tokens and their price;
-- ``ended/<i>``: that try came back (answered or failed).
+  answer: the prompt's estimated tokens;
+- ``ended/<i>``: that try came back with an error (an answer ends it by being stored).
+
+So a call that finishes costs the store two entries (its reply and one ``begun``), within
+the store's own bounds (``max_entries``, ``ttl_s``).
 
 A retry of the request (the same key, in any process) asks the journal first. A finished
 call is replayed: no model call, and its usage counts once, in the retried result. A try
@@ -94,12 +97,14 @@ class CallJournal:
             if isinstance(stored, Claimed):
                 await self._quietly(self.store.release(base, self.owner), base)
             raise
-        await self._end(try_key, digest)
         if isinstance(stored, Claimed | Busy):
+            # the stored reply ends the try too: a retry replays it and never looks at tries
             payload = json.dumps(
                 {"value": reply.value.model_dump(mode="json"), "usage": reply.usage.model_dump()}
             )
             await self._quietly(self.store.complete(base, self.owner, digest, payload), base)
+        else:
+            await self._end(try_key, digest)
         return reply, cut_off
 
     async def _tries(self, base: str, call: ModelCall, digest: str) -> tuple[list[Usage], str]:
