@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import pytest
 from pydantic import BaseModel
 
+from critic.app import create_app
 from critic.profiles import ProfileBook
 from critic.service import CriticService, DepthPlan, DepthTable
 from shared.contracts import CritiqueRequest, Depth, TaskKind, Usage
@@ -19,6 +20,8 @@ from shared.providers.pricing import PriceTable
 from shared.replay import MemoryReplayStore, ReplayStore, SqliteReplayStore, new_owner
 from shared.replay.journal import CallJournal, estimated_tokens
 from tests.critic.conftest import issue, scripted
+from tests.support.apps import serving
+from tests.support.factories import critic_settings
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -156,3 +159,40 @@ class TestKilledMidCritique:
         result = await critic(provider).critique(REQUEST)
         assert len(provider.calls) == 2
         assert result.usage.input_tokens == 200
+
+
+class TestThroughTheRoute:
+    async def test_a_critic_stopped_mid_critique_repeats_no_finished_call_on_the_retry(
+        self, fake_model, service_token
+    ):
+        """The Critic over HTTP on the fake model, stopped while its second call is in
+        flight, then started again on the same replay file: the retry with the same key
+        calls the model once (the second round), and its usage holds all three calls."""
+        settings = critic_settings(fake=fake_model, token=service_token)
+        body = REQUEST.model_dump(mode="json")
+        headers = {"Idempotency-Key": KEY}
+        fake_model.script(
+            {"stage": "critique", "response": FIRST},
+            {"stage": "critique", "response": SECOND, "fault": {"delay_s": 120}},  # hangs
+            {"stage": "critique", "response": SECOND},
+        )
+        async with serving(create_app(settings), service_token) as critic:
+            pending = asyncio.create_task(critic.post("/v1/critique", json=body, headers=headers))
+            deadline = asyncio.get_running_loop().time() + 60
+            while len(fake_model.requests()) < 2:
+                assert asyncio.get_running_loop().time() < deadline, fake_model.requests()
+                await asyncio.sleep(0.02)
+            # leaving the block stops the app: its running critique is cancelled mid-call
+        pending.cancel()
+        await asyncio.gather(pending, return_exceptions=True)
+        async with serving(create_app(settings), service_token) as restarted:
+            retried = await restarted.post("/v1/critique", json=body, headers=headers)
+        assert retried.status_code == 200, retried.text
+        assert len(fake_model.requests()) == 3  # the first call was not made again
+        usage = retried.json()["usage"]
+        assert usage["cut_off_calls"] == 1
+        per_call = [r["response"]["usage"] for r in fake_model.requests() if r["response"]]
+        assert len(per_call) == 2  # the fake answered the first and the third
+        answered = sum(u["input_tokens"] for u in per_call)
+        assert usage["input_tokens"] > answered  # plus the cut-off call's prompt
+        assert usage["output_tokens"] == sum(u["output_tokens"] for u in per_call)
