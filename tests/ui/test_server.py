@@ -127,3 +127,12 @@ class TestSessionCookie:
         assert '"/_console/session"' in script
         assert "tkt_abc" in script
         assert "document.cookie" not in script
+
+    def test_under_a_base_url_path_the_route_and_the_cookie_path_follow_it(self, monkeypatch):
+        monkeypatch.setattr(config, "get_option", lambda name: "/console/")
+        client = TestClient(Starlette(routes=server.page_routes()))
+        ticket = server.SESSION_COOKIES.set({server.COOKIE: "tok-1"}, 600)
+        assert '"/console/_console/session"' in server.cookie_script(ticket)
+        answer = client.post("/console/_console/session", json={"ticket": ticket})
+        assert answer.status_code == 204
+        assert "path=/console/" in answer.headers["set-cookie"].lower()
