@@ -83,6 +83,9 @@ def _scalar_kind(annotation: Any) -> Literal["bool", "number", "other"]:
     return "other"
 
 
+_KINDS: dict[tuple[type, str], Literal["bool", "number", "other"]] = {}
+
+
 class WireModel(BaseModel):
     """Base of every DTO: unknown fields are rejected so typos fail loudly.
 
@@ -99,7 +102,11 @@ class WireModel(BaseModel):
     def _strict_scalars(cls, value: Any, info: ValidationInfo) -> Any:
         if info.field_name is None or value is None:
             return value
-        kind = _scalar_kind(cls.model_fields[info.field_name].annotation)
+        kind = _KINDS.get((cls, info.field_name))
+        if kind is None:
+            kind = _KINDS[cls, info.field_name] = _scalar_kind(
+                cls.model_fields[info.field_name].annotation
+            )
         if kind == "bool" and not isinstance(value, bool):
             raise PydanticCustomError("bool_type", "Input should be true or false")
         if kind == "number" and isinstance(value, bool):
