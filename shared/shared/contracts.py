@@ -7,11 +7,24 @@ the limit, and a body beyond ``MAX_BODY_BYTES`` gets a 413 before it is parsed.
 from __future__ import annotations
 
 import re
+import types
+import typing
+import unicodedata
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 MAX_TASK_CHARS = 20_000
 MAX_OUTPUT_CHARS = 100_000
@@ -28,14 +41,77 @@ MAX_UNCERTAINTY_CHARS = 500
 MAX_UNVERIFIED = 10  # failed research queries a revision is told about
 MAX_REASON_CHARS = 500
 
+# Control (Cc), format (Cf: RTL overrides, zero-width marks), line/paragraph separators and
+# lone surrogates: invisible, or they reorder or split what a person reads.
+_UNPRINTABLE = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+
+
+def printable(value: str) -> str:
+    """Refuse a name a person would misread: one holding control or formatting characters."""
+    for index, char in enumerate(value):
+        category = unicodedata.category(char)
+        if category in _UNPRINTABLE:
+            raise ValueError(
+                f"must be printable: character {index + 1} is U+{ord(char):04X} "
+                f"(Unicode category {category}, a control or formatting character)"
+            )
+    return value
+
+
+PrintableName = Annotated[
+    str, StringConstraints(min_length=1, max_length=200), AfterValidator(printable)
+]
 TaskText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TASK_CHARS)]
 OutputText = Annotated[str, StringConstraints(max_length=MAX_OUTPUT_CHARS)]
 
 
-class WireModel(BaseModel):
-    """Base of every DTO: unknown fields are rejected so typos fail loudly."""
+def _scalar_kind(annotation: Any) -> Literal["bool", "number", "other"]:
+    """``bool`` for a field that holds only a bool, ``number`` for one that holds only numbers.
 
-    model_config = ConfigDict(extra="forbid")
+    ``X | None`` counts as ``X``; ``Annotated`` constraints are looked through. Anything else
+    (strings, enums, models, containers, mixed unions) is left to pydantic as it is.
+    """
+    if typing.get_origin(annotation) is Annotated:
+        return _scalar_kind(typing.get_args(annotation)[0])
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        kinds = {_scalar_kind(arg) for arg in typing.get_args(annotation) if arg is not type(None)}
+        return kinds.pop() if len(kinds) == 1 else "other"
+    if annotation is bool:
+        return "bool"
+    if annotation in (int, float):
+        return "number"
+    return "other"
+
+
+_KINDS: dict[tuple[type, str], Literal["bool", "number", "other"]] = {}
+
+
+class WireModel(BaseModel):
+    """Base of every DTO: unknown fields are rejected so typos fail loudly.
+
+    Scalars are strict where lax parsing would hide a mistake: a bool field takes only
+    ``true``/``false`` (not ``"off"``, ``1`` or ``"yes"``), a number field does not take a
+    bool, and a float is finite (JSON ``NaN``/``Infinity``, which Python's parser accepts,
+    are refused). Numbers written as strings still parse, as pydantic does by default.
+    """
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _strict_scalars(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.field_name is None or value is None:
+            return value
+        kind = _KINDS.get((cls, info.field_name))
+        if kind is None:
+            kind = _KINDS[cls, info.field_name] = _scalar_kind(
+                cls.model_fields[info.field_name].annotation
+            )
+        if kind == "bool" and not isinstance(value, bool):
+            raise PydanticCustomError("bool_type", "Input should be true or false")
+        if kind == "number" and isinstance(value, bool):
+            raise PydanticCustomError("number_type", "Input should be a number, not true or false")
+        return value
 
 
 class TaskKind(StrEnum):
@@ -84,6 +160,12 @@ class Usage(WireModel):
     cost_usd: float | None = None
     latency_ms: float = 0.0
     attempts: int = 1
+    cut_off_calls: int = Field(
+        default=0,
+        ge=0,
+        description="Model calls included here that were cut off in flight (their process "
+        "died): counted by their prompt's estimated tokens, as their output is unknowable.",
+    )
 
 
 class ModelExchange(WireModel):

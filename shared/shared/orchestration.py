@@ -25,6 +25,7 @@ from shared.contracts import (
     MAX_POINT_CHARS,
     MAX_POINTS,
     Depth,
+    PrintableName,
     ProfileName,
     TaskKind,
     TaskText,
@@ -478,7 +479,7 @@ class EventPublic(WireModel):
 
 
 class TokenCreate(WireModel):
-    name: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    name: PrintableName
     role: Role
 
 

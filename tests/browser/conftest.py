@@ -56,7 +56,7 @@ class Platform:
         self.api = httpx.Client(
             base_url=urls["orchestrator"],
             headers={"Authorization": f"Bearer {self.admin_token}"},
-            timeout=10,
+            timeout=60,  # a bound, not a pace: a loaded machine answers slowly
             # no idle keep-alive: the server may close one just as the test reuses it
             limits=httpx.Limits(max_keepalive_connections=0),
         )

@@ -54,13 +54,14 @@ def idle(page: Page) -> None:
 def settled(page: Page) -> None:
     """Idle, and done writing the session cookie after a login: the browser holds the cookie
     (a link opened before that asks to log in again, as it would for a person who opens one
-    within the first moment), and the cookie components, which answer with reruns, are gone."""
+    within the first moment). The cookie is HttpOnly and SameSite=Strict: set by the console's
+    route, so no script on the page can read the token."""
     deadline = time.monotonic() + 15
-    while not any(c.get("name") == COOKIE for c in page.context.cookies()):
+    while not (found := [c for c in page.context.cookies() if c.get("name") == COOKIE]):
         assert time.monotonic() < deadline, "the session cookie was not written in 15 s"
         page.wait_for_timeout(100)
-    idle(page)
-    expect(page.locator('iframe[title*="cookie_manager"]')).to_have_count(0, timeout=15_000)
+    assert (found[0].get("httpOnly"), found[0].get("sameSite")) == (True, "Strict"), found
+    assert COOKIE not in page.evaluate("document.cookie")
     idle(page)
 
 
@@ -425,6 +426,20 @@ def test_reviewers_in_the_browser(chromium: Path, platform: Platform, tmp_path: 
             assert other.locator(".st-key-decision-action").count() == 0
             no_sideways_scroll(other, "an item a token holds")
             shot(other, "console-token-holder.png")
+
+            # ---- logging out clears the HttpOnly cookie (only the console's route can):
+            # a reload then shows the login, not the session
+            bot.locator(".st-key-logout button").click()
+            login_page = bot.get_by_role("heading", name="Crosscheck reviewer console")
+            expect(login_page).to_be_visible()
+            deadline = time.monotonic() + 15
+            while any(c.get("name") == COOKIE for c in tok.cookies()):
+                assert time.monotonic() < deadline, "the session cookie outlived the logout"
+                bot.wait_for_timeout(100)
+            bot.reload()
+            expect(login_page).to_be_visible()
+            idle(bot)
+            assert bot.locator(".st-key-logout").count() == 0
         except BaseException:
             try:
                 for i, open_page in enumerate([p for c in browser.contexts for p in c.pages]):

@@ -244,9 +244,9 @@ class TestUp:
                     break
                 time.sleep(0.1)
             assert body["stop_reason"] == "max_rounds"
-            research = httpx.get(f"http://127.0.0.1:{ports['RESEARCH']}/v1/info", timeout=5)
+            research = httpx.get(f"http://127.0.0.1:{ports['RESEARCH']}/v1/info", timeout=30)
             assert research.json()["models"] == {"distill": "scripted-demo"}
-            console = httpx.get(f"http://127.0.0.1:{ports['CONSOLE']}/_stcore/health", timeout=5)
+            console = httpx.get(f"http://127.0.0.1:{ports['CONSOLE']}/_stcore/health", timeout=30)
             assert console.status_code == 200
         finally:
             process.send_signal(signal.SIGTERM)  # like Ctrl-C: every child is stopped

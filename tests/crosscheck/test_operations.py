@@ -69,7 +69,7 @@ class Platform:
         self.api = httpx.Client(
             base_url=credentials["CROSSCHECK_URL"],
             headers={"Authorization": f"Bearer {credentials['CROSSCHECK_TOKEN']}"},
-            timeout=10,
+            timeout=60,  # a bound, not a pace: a loaded machine answers slowly
             # no idle keep-alive: the server may close one just as the test reuses it
             limits=httpx.Limits(max_keepalive_connections=0),
         )

@@ -127,7 +127,7 @@ async def test_the_cli_creates_reviewer_accounts(orchestrator_app, tmp_path):
         assert "created reviewer account maria" in result.stdout
         import httpx
 
-        async with httpx.AsyncClient(base_url=url) as client:
+        async with httpx.AsyncClient(base_url=url, timeout=60) as client:
             login = await client.post(
                 "/v1/auth/login", json={"username": "maria", "password": PASSWORD}
             )

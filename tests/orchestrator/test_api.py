@@ -258,11 +258,13 @@ class TestEvents:
             ws_url = url.replace("http", "ws") + "/v1/events"
             import httpx
 
-            async with httpx.AsyncClient(base_url=url, headers=headers) as client:
+            # generous connect and open timeouts: the server shares this loop with the run,
+            # and on a busy machine a connect can wait well past httpx's 5 s default
+            async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as client:
                 run_id = await start(client, task="Explain why the sky is blue.")
                 received: list[dict] = []
                 async with websockets.connect(
-                    f"{ws_url}?run_id={run_id}", additional_headers=headers
+                    f"{ws_url}?run_id={run_id}", additional_headers=headers, open_timeout=60
                 ) as ws:
                     for _ in range(3):
                         received.append(json.loads(await ws.recv()))
@@ -270,10 +272,12 @@ class TestEvents:
                 await asyncio.sleep(0.2)
                 since = received[-1]["seq"]
                 async with websockets.connect(
-                    f"{ws_url}?run_id={run_id}&since={since}", additional_headers=headers
+                    f"{ws_url}?run_id={run_id}&since={since}",
+                    additional_headers=headers,
+                    open_timeout=60,
                 ) as ws:
                     while received[-1]["type"] != "run.finished":
-                        received.append(json.loads(await asyncio.wait_for(ws.recv(), 10)))
+                        received.append(json.loads(await asyncio.wait_for(ws.recv(), 60)))
                 stored = (await client.get("/v1/events", params={"run_id": run_id})).json()
         assert [e["seq"] for e in received] == [e["seq"] for e in stored]
 

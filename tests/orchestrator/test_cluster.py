@@ -182,7 +182,7 @@ def fresh_model(cluster, fake_model_server):
 
 
 def cluster_view(url: str) -> dict:
-    response = httpx.get(f"{url}/v1/cluster", headers=HEADERS, timeout=10)
+    response = httpx.get(f"{url}/v1/cluster", headers=HEADERS, timeout=60)
     assert response.status_code == 200, response.text
     return response.json()
 

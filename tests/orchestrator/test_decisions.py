@@ -309,7 +309,7 @@ class TestDeadlines:
 
     async def test_expiry_continues_with_the_ai_critic(self, api, fake_model):
         run_id, item = await paused(api, review="first_round", review_deadline_s=1)
-        run = await wait_for(api, run_id, statuses=FINAL, timeout=15)
+        run = await wait_for(api, run_id, statuses=FINAL, timeout=60)
         assert run["status"] == "succeeded"
         assert [c["stage"] for c in fake_model.requests()] == [
             "draft",
@@ -323,7 +323,7 @@ class TestDeadlines:
 
     async def test_expiry_can_escalate(self, api, fake_model):
         run_id, _ = await paused(api, review_deadline_s=1, review_on_expiry="escalate")
-        run = await wait_for(api, run_id, statuses=FINAL, timeout=15)
+        run = await wait_for(api, run_id, statuses=FINAL, timeout=60)
         assert run["status"] == "escalated"
         assert run["stop_reason"] == "review_expired"
         reviews = (await api.get("/v1/reviews", params={"run_id": run_id})).json()["items"]
@@ -336,5 +336,5 @@ class TestDeadlines:
     async def test_a_claim_does_not_stop_the_deadline(self, api):
         run_id, item = await paused(api, review_deadline_s=1, review_on_expiry="escalate")
         await claimed_by_reviewer(api, item)
-        run = await wait_for(api, run_id, statuses=FINAL, timeout=15)
+        run = await wait_for(api, run_id, statuses=FINAL, timeout=60)
         assert run["stop_reason"] == "review_expired"

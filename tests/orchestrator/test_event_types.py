@@ -39,8 +39,8 @@ async def test_websocket_of_run_finished_sees_each_finished_run_once_and_nothing
     async with uvicorn_serving(orchestrator_app) as url:
         ws_url = url.replace("http", "ws") + "/v1/events?type=run.finished"
         async with (
-            httpx.AsyncClient(base_url=url, headers=HEADERS) as client,
-            websockets.connect(ws_url, additional_headers=HEADERS) as ws,
+            httpx.AsyncClient(base_url=url, headers=HEADERS, timeout=60) as client,
+            websockets.connect(ws_url, additional_headers=HEADERS, open_timeout=60) as ws,
         ):
             run_ids = [await start(client, task=f"Explain tides, part {i}.") for i in range(3)]
             received: list[dict] = []
@@ -59,17 +59,19 @@ async def test_websocket_resumed_with_since_and_a_type_misses_nothing(orchestrat
     """Events of other types committed while away are skipped, the wanted ones are not."""
     async with uvicorn_serving(orchestrator_app) as url:
         ws_base = url.replace("http", "ws") + "/v1/events?type=round.output"
-        async with httpx.AsyncClient(base_url=url, headers=HEADERS) as client:
+        async with httpx.AsyncClient(base_url=url, headers=HEADERS, timeout=60) as client:
             first = await start(client, task="Explain why the sky is blue.")
             await wait_for(client, first)
-            async with websockets.connect(ws_base, additional_headers=HEADERS) as ws:
-                seen = [json.loads(await asyncio.wait_for(ws.recv(), 10)) for _ in range(2)]
+            async with websockets.connect(
+                ws_base, additional_headers=HEADERS, open_timeout=60
+            ) as ws:
+                seen = [json.loads(await asyncio.wait_for(ws.recv(), 60)) for _ in range(2)]
             second = await start(client, task="Explain why the sea is salty.")
             await wait_for(client, second)
             async with websockets.connect(
                 f"{ws_base}&since={seen[-1]['seq']}", additional_headers=HEADERS
             ) as ws:
-                seen += [json.loads(await asyncio.wait_for(ws.recv(), 10)) for _ in range(2)]
+                seen += [json.loads(await asyncio.wait_for(ws.recv(), 60)) for _ in range(2)]
             stored = (await client.get("/v1/events", params={"type": "round.output"})).json()
     assert [e["seq"] for e in seen] == [e["seq"] for e in stored]
     assert [e["run_id"] for e in seen] == [first, first, second, second]

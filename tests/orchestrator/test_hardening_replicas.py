@@ -43,7 +43,7 @@ async def test_a_revocation_on_one_replica_empties_the_cache_of_another(database
     listener = EventListener(database_url, hub, channels={TOKENS_CHANNEL: cache.clear})
     task = asyncio.create_task(listener.run_forever())
     try:
-        await asyncio.wait_for(listener.connected.wait(), timeout=10)
+        await asyncio.wait_for(listener.connected.wait(), timeout=60)
         principal = Principal(BOOTSTRAP_ID, "bootstrap admin", Role.admin)
         cache.put("digest", principal)
         assert cache.get("digest") == principal

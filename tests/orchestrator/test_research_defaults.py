@@ -158,7 +158,7 @@ class TestTheProfileDecides:
         paused = await wait_for(api, run_id)
         assert paused["status"] == "awaiting_review"
         assert research_service.calls == []
-        run = await wait_for(api, run_id, statuses={"succeeded", "escalated", "failed"}, timeout=15)
+        run = await wait_for(api, run_id, statuses={"succeeded", "escalated", "failed"}, timeout=60)
         assert run["rounds"][0]["research"]["queries"] == [QUERY]
         assert len(research_service.calls) == 1
 

@@ -84,7 +84,7 @@ class Receiver:
 
         return [r for r in self.received if json.loads(r.body)["type"] == kind]
 
-    async def wait_for(self, kind: str, count: int = 1, timeout: float = 15.0) -> list[Received]:
+    async def wait_for(self, kind: str, count: int = 1, timeout: float = 60.0) -> list[Received]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             found = self.of_type(kind)

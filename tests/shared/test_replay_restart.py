@@ -90,7 +90,9 @@ def test_after_kill_9_restarted_services_replay_the_key_without_calling_the_mode
 
     with both_services(env, tmp_path) as running:
         again = {module: call(url, module) for module, (url, _) in running.items()}
-        ready = {m: httpx.get(f"{url}/readyz", timeout=5).json() for m, (url, _) in running.items()}
+        ready = {
+            m: httpx.get(f"{url}/readyz", timeout=30).json() for m, (url, _) in running.items()
+        }
 
     for module in SERVICES:
         assert again[module].status_code == 200, again[module].text

@@ -17,7 +17,7 @@ class FakeModel:
         # No idle keep-alive: the server closes a connection idle for 5 s, and a test that
         # reuses it just then gets "server disconnected" (RemoteProtocolError).
         self._http = httpx.Client(
-            base_url=url, timeout=10, limits=httpx.Limits(max_keepalive_connections=0)
+            base_url=url, timeout=60, limits=httpx.Limits(max_keepalive_connections=0)
         )
 
     def reset(self) -> None:

@@ -11,6 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from console.client import ApiError
+from console.server import SESSION_COOKIES
 from tests.ui.fakes import FakeClient, review_detail, review_item
 from tests.ui.test_app import APP, all_text, assert_clean, has_key, make_app, shown
 
@@ -351,6 +352,11 @@ def test_a_decided_item_reads_in_words():
 
 
 # ---------------------------------------------------------------- sessions and links
+def session_scripts(at: AppTest) -> list[str]:
+    """The page's scripts that post a session ticket to the console's cookie route."""
+    return [str(h.proto.body) for h in at.get("html") if "/_console/session" in str(h.proto.body)]
+
+
 @pytest.fixture
 def cookies(monkeypatch):
     jar: dict[str, str] = {}
@@ -396,6 +402,17 @@ def test_a_shared_link_logged_out_logs_in_then_opens_the_item(cookies):
     assert at.title[0].value == "Review"
     assert at.session_state["review_id"] == "rev-1"
     assert at.session_state["cookie"]  # the cookie is written (12 h) on this run
+    # by the console's route, HttpOnly: the page gets a one-use ticket, never the token
+    ticket = at.session_state["cookie-ticket"]
+    scripts = session_scripts(at)
+    assert any(ticket in body for body in scripts), scripts
+    assert not any("document.cookie" in body or "tok-123" in body for body in scripts)
+    order = SESSION_COOKIES.redeem(ticket)
+    assert order is not None
+    assert order.values == {"crosscheck_session": "tok-123", "crosscheck_who": "rita%7Creviewer"}
+    at.run()
+    assert "cookie-ticket" not in at.session_state  # written: no script on later runs
+    assert not session_scripts(at)
 
 
 def test_logging_out_ignores_the_old_cookie(cookies):
@@ -406,6 +423,14 @@ def test_logging_out_ignores_the_old_cookie(cookies):
     assert_clean(at)
     assert at.title[0].value == "Crosscheck reviewer console"
     assert "token" not in at.session_state
+    # the HttpOnly cookie is cleared by the console's route, which a page script cannot do
+    ticket = at.session_state["cookie-drop"]
+    assert any(ticket in body for body in session_scripts(at))
+    order = SESSION_COOKIES.redeem(ticket)
+    assert order is not None
+    assert order.values is None
+    at.run()
+    assert not session_scripts(at)
 
 
 def test_token_login_shows_the_role_from_the_api(cookies):

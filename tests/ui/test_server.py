@@ -76,3 +76,63 @@ def test_the_server_imports_pandas_and_pyarrow_before_it_serves():
         "asyncio.run(serve())\n"
     )
     assert _python(started) == ["True", "True"]
+
+
+class TestSessionCookie:
+    """The session cookie is set by the route's Set-Cookie, so it is HttpOnly: a cookie a page
+    script writes (``document.cookie``) can never be, and any script on the page could read it."""
+
+    def test_a_ticket_sets_the_cookie_httponly_strict_and_only_once(self, client):
+        ticket = server.SESSION_COOKIES.set({server.COOKIE: "tok-1", server.WHO: "ana%7Cr"}, 600)
+        answer = client.post("/_console/session", json={"ticket": ticket})
+        assert answer.status_code == 204
+        cookies = answer.headers.get_list("set-cookie")
+        assert len(cookies) == 2
+        for header in cookies:
+            attributes = {a.strip().split("=")[0].lower() for a in header.split(";")}
+            assert {"httponly", "max-age", "path"} <= attributes, header
+            assert "samesite=strict" in header.lower()
+            assert "secure" not in attributes  # plain http on loopback: a Secure one is lost
+        assert any(h.startswith(f"{server.COOKIE}=tok-1;") for h in cookies)
+        assert server.SESSION_COOKIES.done(ticket)
+        again = client.post("/_console/session", json={"ticket": ticket})
+        assert again.status_code == 403
+        assert again.json()["error"] == "Forbidden"
+        assert "set-cookie" not in again.headers
+
+    def test_over_https_the_cookie_is_secure(self, client):
+        ticket = server.SESSION_COOKIES.set({server.COOKIE: "tok-1"}, 600)
+        answer = client.post(
+            "/_console/session", json={"ticket": ticket}, headers={"X-Forwarded-Proto": "https"}
+        )
+        assert "secure" in {a.strip().lower() for a in answer.headers["set-cookie"].split(";")}
+
+    def test_a_clear_ticket_expires_both_cookies(self, client):
+        ticket = server.SESSION_COOKIES.clear()
+        answer = client.post("/_console/session", json={"ticket": ticket})
+        assert answer.status_code == 204
+        cookies = answer.headers.get_list("set-cookie")
+        assert sorted(h.split("=")[0] for h in cookies) == sorted([server.COOKIE, server.WHO])
+        assert all("max-age=0" in h.lower() and "httponly" in h.lower() for h in cookies)
+
+    @pytest.mark.parametrize("body", [{"ticket": "forged"}, {"ticket": 1}, {}, [], "x"])
+    def test_no_ticket_no_cookie(self, client, body):
+        answer = client.post("/_console/session", json=body)
+        assert answer.status_code == 403
+        assert "set-cookie" not in answer.headers
+        assert client.post("/_console/session", content=b"{not json").status_code == 403
+
+    def test_the_page_script_posts_the_ticket_and_never_writes_document_cookie(self):
+        script = server.cookie_script("tkt_abc")
+        assert '"/_console/session"' in script
+        assert "tkt_abc" in script
+        assert "document.cookie" not in script
+
+    def test_under_a_base_url_path_the_route_and_the_cookie_path_follow_it(self, monkeypatch):
+        monkeypatch.setattr(config, "get_option", lambda name: "/console/")
+        client = TestClient(Starlette(routes=server.page_routes()))
+        ticket = server.SESSION_COOKIES.set({server.COOKIE: "tok-1"}, 600)
+        assert '"/console/_console/session"' in server.cookie_script(ticket)
+        answer = client.post("/console/_console/session", json={"ticket": ticket})
+        assert answer.status_code == 204
+        assert "path=/console/" in answer.headers["set-cookie"].lower()

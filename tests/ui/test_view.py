@@ -4,6 +4,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from console.view import WORD_JOINER, claimer, highlight, md_literal, side_by_side, unified_diff
+from tests.ui.test_app import SCRIPT_TIMEOUT_S
 from tests.ui.untrusted import HOSTILE, read
 
 
@@ -76,7 +77,9 @@ def _sources(at: AppTest) -> list[str]:
 
 @pytest.mark.parametrize("text", HOSTILE)
 def test_untrusted_text_renders_nothing_in_any_markdown_slot(text):
-    at = AppTest.from_function(_every_markdown_slot, args=([text],)).run()
+    at = AppTest.from_function(
+        _every_markdown_slot, args=([text],), default_timeout=SCRIPT_TIMEOUT_S
+    ).run()
     assert not at.exception
     sources = _sources(at)
     assert len(sources) == 8

@@ -24,6 +24,7 @@ from shared.idempotency import (
 from shared.logging import get_logger
 from shared.providers import build_provider
 from shared.providers.defaults import model_for
+from shared.replay.journal import CallJournal
 from shared.service import build_service_app
 
 log = get_logger("crosscheck.critic")
@@ -89,8 +90,22 @@ def create_app(
         idempotency_key: IdempotencyKey = None,
     ) -> CritiqueResult:
         """Judge an output; the verdict is a structured field, never parsed from prose."""
+        journal = (
+            None
+            if idempotency_key is None
+            else CallJournal(
+                replays.store,
+                idempotency_key,
+                replays.owner,
+                provider=critic.provider.name,
+                price=getattr(getattr(critic.provider, "prices", None), "cost", None),
+            )
+        )
         return await replays.run(
-            idempotency_key, body_digest(body), lambda: critic.critique(body), CritiqueResult
+            idempotency_key,
+            body_digest(body),
+            lambda: critic.critique(body, journal),
+            CritiqueResult,
         )
 
     @app.get("/v1/profiles", response_model=list[Profile], dependencies=auth, tags=["critic"])

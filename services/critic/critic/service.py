@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Awaitable
 from dataclasses import dataclass
 
 from critic.profiles import OTHER_ERROR_TYPE, Profile, ProfileBook, Risk
@@ -26,6 +27,8 @@ from shared.errors import InvalidModelOutput, UpstreamError, UpstreamTimeout
 from shared.logging import get_logger
 from shared.prompting import PromptBook
 from shared.providers import ModelCall, ModelProvider
+from shared.providers.base import StructuredReply
+from shared.replay.journal import CallJournal
 from shared.verdicts import pass_refusals
 
 SCHEMA_NAME = "critique"
@@ -156,6 +159,7 @@ class _Spent:
 
     usage: Usage | None = None
     exchanges: list[ModelExchange] | None = None
+    journal: CallJournal | None = None  # a keyed critique's calls, replayed by a retry
 
     def add(self, usage: Usage, exchanges: list[ModelExchange]) -> None:
         self.exchanges = [*(self.exchanges or []), *exchanges]
@@ -174,6 +178,7 @@ class _Spent:
                 "cost_usd": cost,
                 "latency_ms": self.usage.latency_ms + usage.latency_ms,
                 "attempts": self.usage.attempts + usage.attempts,
+                "cut_off_calls": self.usage.cut_off_calls + usage.cut_off_calls,
             }
         )
 
@@ -197,11 +202,15 @@ class CriticService:
         self.profiles = profiles
         self.depths = depths
 
-    async def critique(self, request: CritiqueRequest) -> CritiqueResult:
+    async def critique(
+        self, request: CritiqueRequest, journal: CallJournal | None = None
+    ) -> CritiqueResult:
+        """Judge ``request.output``. With a ``journal`` (a keyed request), each model call is
+        journalled as it returns, so a retry after this process died pays for none twice."""
         profile = self.profiles.choose(request.profile, request.kind)
         requested = request.depth or profile.default_depth
         depth = self.depths.resolve(requested, profile, request.latency_budget_s)
-        spent = _Spent()
+        spent = _Spent(journal=journal)
         degraded_reason: str | None = None
         try:
             value, rounds = await self._at_depth(request, profile, depth, spent)
@@ -362,7 +371,15 @@ class CriticService:
             ]
             return problems
 
-        reply = await self.provider.structured(call, Critique, SCHEMA_NAME, check=check)
+        def ask() -> Awaitable[StructuredReply[Critique]]:
+            return self.provider.structured(call, Critique, SCHEMA_NAME, check=check)
+
+        if spent.journal is None:
+            reply = await ask()
+        else:
+            reply, cut_off = await spent.journal.call(call, Critique, ask)
+            for usage in cut_off:  # tries a dead process sent: paid for, never answered here
+                spent.add(usage, [])
         spent.add(reply.usage, reply.exchanges)
         broken = reply.value.record_problems()
         if broken:

@@ -2,8 +2,10 @@
 
 ``main.py`` calls :func:`restore` first: a session token kept in a cookie (12 hours, like the
 orchestrator's session) logs the reviewer back in after a reload or in a new tab on a shared
-link. Logged out, every page's URL still resolves and shows :func:`show` in its place, so
-after logging in the reviewer is on the page (and item) the URL names.
+link. The cookie is HttpOnly: the console's own route sets and clears it (see
+:mod:`console.server`), never a script on the page. Logged out, every page's URL still
+resolves and shows :func:`show` in its place, so after logging in the reviewer is on the page
+(and item) the URL names.
 """
 
 from __future__ import annotations
@@ -11,17 +13,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import streamlit as st
 
 from console.client import ApiError, get_client
+from console.server import COOKIE, SESSION_COOKIES, WHO, cookie_script
 from console.view import md_literal
 
-COOKIE = "crosscheck_session"  # the session token; never in the URL
-WHO = "crosscheck_who"  # name and role, for display only (the API checks the token)
+__all__ = ["COOKIE", "WHO"]
+
 SESSION = timedelta(hours=12)  # the orchestrator's session length
-SESSION_KEYS = ("token", "user", "client", "review_id", "my_claims", "cookie", "last_decision")
+SESSION_KEYS = (
+    *("token", "user", "client", "review_id", "my_claims", "cookie", "cookie-ticket"),
+    "last_decision",
+)
 # user: {"id": the token's id (who holds a claim), "name": an account's name (None for an API
 # token), "token_name": an API token's name, "role"}
 
@@ -91,36 +97,39 @@ def _signed_in(client: Any, token: str, user: dict[str, Any], expires: Any = Non
     st.session_state["user"] = user
     st.session_state["client"] = client.with_token(token)
     st.session_state["cookie"] = until.isoformat()  # main.py writes the cookie on the next run
+    st.session_state.pop("cookie-ticket", None)
+    st.session_state.pop("cookie-drop", None)
     st.session_state.pop("signed_out", None)
     st.rerun()
 
 
-def _cookie_manager() -> Any:
-    import extra_streamlit_components as stx  # type: ignore[import-untyped]
-
-    return stx.CookieManager(key="cookie-manager")
+def _send_ticket(ticket: str) -> None:
+    """The browser posts the ticket to the console's route, which answers with Set-Cookie."""
+    st.html(cookie_script(ticket), width="content", unsafe_allow_javascript=True)
 
 
 def keep_cookie() -> None:
-    """Write the session cookie for a login made in this session. The components render only
-    until the browser says the cookie is written (their value), then never again: a component
-    left on the page stops the queue's live refresh. The run that brings the confirmation
-    renders the page as usual (no extra rerun): a click the reviewer made meanwhile travels
-    in the same message, and a rerun here would drop it."""
+    """Write the session cookie for a login made in this session: the page posts a one-use
+    ticket (never the token) to the console's route, which sets the cookie HttpOnly. Rendered
+    until the route has redeemed the ticket, then never again; the run that sees it redeemed
+    renders the page as usual (no extra rerun), so a click made meanwhile still acts."""
     until = st.session_state.get("cookie")
     token = st.session_state.get("token")
     if not until or not token:
         return
-    if st.session_state.get("cookie-set-token") and st.session_state.get("cookie-set-who"):
+    ticket = st.session_state.get("cookie-ticket")
+    if ticket and SESSION_COOKIES.done(ticket):
         st.session_state.pop("cookie", None)
+        st.session_state.pop("cookie-ticket", None)
         return
-    user = st.session_state.get("user") or {}
-    who = f"{user.get('name') or ''}|{user.get('role') or ''}"  # the component URL-encodes it
-    expires = datetime.fromisoformat(until)
-    max_age = int(max(60.0, (expires - datetime.now(UTC)).total_seconds()))
-    manager = _cookie_manager()
-    manager.set(COOKIE, token, key="cookie-set-token", expires_at=expires, max_age=max_age)
-    manager.set(WHO, who, key="cookie-set-who", expires_at=expires, max_age=max_age)
+    if not ticket:
+        user = st.session_state.get("user") or {}
+        who = quote(f"{user.get('name') or ''}|{user.get('role') or ''}", safe="")
+        expires = datetime.fromisoformat(until)
+        max_age = int(max(60.0, (expires - datetime.now(UTC)).total_seconds()))
+        ticket = SESSION_COOKIES.set({COOKIE: token, WHO: who}, max_age)
+        st.session_state["cookie-ticket"] = ticket
+    _send_ticket(ticket)
 
 
 def log_out() -> None:
@@ -131,18 +140,17 @@ def log_out() -> None:
 
 
 def drop_cookie() -> None:
-    """After logging out: delete the cookie in the browser (a component, so on the next run;
-    rendered until the browser confirms)."""
+    """After logging out: clear the cookie in the browser (the console's route, by a ticket,
+    so on the next run; rendered until the route has cleared it)."""
     if not st.session_state.get("signed_out") or not read_cookies().get(COOKIE):
         return
-    if st.session_state.get("cookie-del-token") and st.session_state.get("cookie-del-who"):
+    ticket = st.session_state.get("cookie-drop")
+    if ticket and SESSION_COOKIES.done(ticket):
         return
-    manager = _cookie_manager()
-    for name, key in ((COOKIE, "cookie-del-token"), (WHO, "cookie-del-who")):
-        try:
-            manager.delete(name, key=key)
-        except KeyError:  # not read back from the browser yet: the delete is sent anyway
-            pass
+    if not ticket:
+        ticket = SESSION_COOKIES.clear()
+        st.session_state["cookie-drop"] = ticket
+    _send_ticket(ticket)
 
 
 def signed_in_as() -> str:

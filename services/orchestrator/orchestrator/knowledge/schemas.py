@@ -5,11 +5,21 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import AfterValidator, Field, StringConstraints, model_validator
 
-from shared.contracts import MAX_REFLECTION_CHARS, KnowledgeKind, ProfileName, WireModel
+from shared.contracts import (
+    MAX_REFLECTION_CHARS,
+    KnowledgeKind,
+    ProfileName,
+    WireModel,
+    printable,
+)
 
-Title = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+Title = Annotated[
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=200),
+    AfterValidator(printable),
+]
 Body = Annotated[
     str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_REFLECTION_CHARS)
 ]
