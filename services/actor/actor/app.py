@@ -23,6 +23,7 @@ from shared.idempotency import (
 from shared.logging import get_logger
 from shared.providers import build_provider
 from shared.providers.defaults import model_for
+from shared.replay.journal import journal_for
 from shared.service import build_service_app
 
 log = get_logger("crosscheck.actor")
@@ -81,8 +82,9 @@ def create_app(
         idempotency_key: IdempotencyKey = None,
     ) -> ActorResult:
         """Write the first version of an answer to the task."""
+        journal = journal_for(replays.store, idempotency_key, replays.owner, actor.provider)
         return await replays.run(
-            idempotency_key, body_digest(body), lambda: actor.draft(body), ActorResult
+            idempotency_key, body_digest(body), lambda: actor.draft(body, journal), ActorResult
         )
 
     @app.post("/v1/revise", response_model=ActorResult, dependencies=auth, tags=["actor"])
@@ -93,8 +95,9 @@ def create_app(
         idempotency_key: IdempotencyKey = None,
     ) -> ActorResult:
         """Revise the previous output; human reflections are binding and come first."""
+        journal = journal_for(replays.store, idempotency_key, replays.owner, actor.provider)
         return await replays.run(
-            idempotency_key, body_digest(body), lambda: actor.revise(body), ActorResult
+            idempotency_key, body_digest(body), lambda: actor.revise(body, journal), ActorResult
         )
 
     return app

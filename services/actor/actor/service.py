@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Awaitable
+from dataclasses import replace
 
 from pydantic import BaseModel, Field
 
@@ -22,6 +24,8 @@ from shared.contracts import (
 )
 from shared.prompting import PromptBook
 from shared.providers import ModelCall, ModelProvider
+from shared.providers.base import StructuredReply
+from shared.replay.journal import CallJournal, with_cut_off
 
 SCHEMA_NAME = "actor_output"
 MAX_SEARCH_QUERIES = 3
@@ -160,7 +164,9 @@ class ActorService:
         self.revise_temperature = revise_temperature
         self.max_tokens = max_tokens
 
-    async def draft(self, request: DraftRequest) -> ActorResult:
+    async def draft(self, request: DraftRequest, journal: CallJournal | None = None) -> ActorResult:
+        """The first version. With a ``journal`` (a keyed request) the call is journalled, so
+        a retry after this process died counts the prompt it had sent (``cut_off_calls``)."""
         user = self.prompts.render(
             "draft.j2",
             task=request.task,
@@ -179,9 +185,11 @@ class ActorService:
             user=user,
             max_tokens=self.max_tokens,
         )
-        return await self._ask(call, request.kind)
+        return await self._ask(call, request.kind, journal=journal)
 
-    async def revise(self, request: ReviseRequest) -> ActorResult:
+    async def revise(
+        self, request: ReviseRequest, journal: CallJournal | None = None
+    ) -> ActorResult:
         binding = [r for r in request.reflections if r.source is ReflectionSource.human]
         advisory = [r for r in request.reflections if r.source is not ReflectionSource.human]
         user = self.prompts.render(
@@ -207,7 +215,9 @@ class ActorService:
             user=user,
             max_tokens=self.max_tokens,
         )
-        return await self._ask(call, request.kind, request.binding_points, request.issues)
+        return await self._ask(
+            call, request.kind, request.binding_points, request.issues, journal=journal
+        )
 
     def _system(self, kind: TaskKind, entry_point: str | None) -> str:
         # the same few texts on every call: rendered once per (kind, entry point)
@@ -219,6 +229,8 @@ class ActorService:
         kind: TaskKind,
         points: list[str] | None = None,
         issues: list[RevisionIssue] | None = None,
+        *,
+        journal: CallJournal | None = None,
     ) -> ActorResult:
         def check(value: ActorOutput) -> list[str]:
             problems = code_problems(value) if kind is TaskKind.code else []
@@ -226,7 +238,14 @@ class ActorService:
                 problems + point_problems(points or [], value) + issue_problems(issues or [], value)
             )
 
-        reply = await self.provider.structured(call, ActorOutput, SCHEMA_NAME, check=check)
+        def ask() -> Awaitable[StructuredReply[ActorOutput]]:
+            return self.provider.structured(call, ActorOutput, SCHEMA_NAME, check=check)
+
+        if journal is None:
+            reply = await ask()
+        else:
+            reply, cut_off = await journal.call(call, ActorOutput, ask)
+            reply = replace(reply, usage=with_cut_off(reply.usage, cut_off))
         output = reply.value.output
         if kind is TaskKind.code:
             output = strip_fences(output)

@@ -24,7 +24,7 @@ from shared.idempotency import (
 from shared.logging import get_logger
 from shared.providers import build_provider
 from shared.providers.defaults import model_for
-from shared.replay.journal import CallJournal
+from shared.replay.journal import journal_for
 from shared.service import build_service_app
 
 log = get_logger("crosscheck.critic")
@@ -90,17 +90,7 @@ def create_app(
         idempotency_key: IdempotencyKey = None,
     ) -> CritiqueResult:
         """Judge an output; the verdict is a structured field, never parsed from prose."""
-        journal = (
-            None
-            if idempotency_key is None
-            else CallJournal(
-                replays.store,
-                idempotency_key,
-                replays.owner,
-                provider=critic.provider.name,
-                price=getattr(getattr(critic.provider, "prices", None), "cost", None),
-            )
-        )
+        journal = journal_for(replays.store, idempotency_key, replays.owner, critic.provider)
         return await replays.run(
             idempotency_key,
             body_digest(body),

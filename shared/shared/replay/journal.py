@@ -46,6 +46,38 @@ MAX_TRIES = 100  # tries of one call a journal looks back on (each one a process
 Price = Callable[[str, int, int], float | None]
 
 
+def journal_for(
+    store: ReplayStore, key: str | None, owner: str, provider: object
+) -> CallJournal | None:
+    """The journal of a keyed request served by ``provider`` (its ``name`` and, when it has
+    one, its price table); ``None`` without a key: nothing can be replayed then."""
+    if key is None:
+        return None
+    prices = getattr(provider, "prices", None)
+    return CallJournal(
+        store,
+        key,
+        owner,
+        provider=str(getattr(provider, "name", "")),
+        price=getattr(prices, "cost", None),
+    )
+
+
+def with_cut_off(usage: Usage, cut_off: list[Usage]) -> Usage:
+    """``usage`` plus the prompts of the tries of the same call a dead process sent."""
+    if not cut_off:
+        return usage
+    costs = [u.cost_usd for u in (usage, *cut_off)]
+    return usage.model_copy(
+        update={
+            "input_tokens": usage.input_tokens + sum(u.input_tokens for u in cut_off),
+            "cost_usd": None if any(c is None for c in costs) else sum(c or 0.0 for c in costs),
+            "attempts": usage.attempts + sum(u.attempts for u in cut_off),
+            "cut_off_calls": usage.cut_off_calls + sum(u.cut_off_calls for u in cut_off),
+        }
+    )
+
+
 def call_digest(call: ModelCall) -> str:
     text = json.dumps([call.model, call.system, call.user, call.max_tokens], ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()
