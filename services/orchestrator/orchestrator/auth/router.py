@@ -39,6 +39,7 @@ async def revoke_token(token_id: str, admin: Admin, request: Request) -> None:
         raise NotFound(f"token {token_id} does not exist")
     # After the commit: a request in between could otherwise cache the token again.
     request.app.state.principals.clear()
+    request.app.state.hub.tokens_changed()  # its open websockets close
 
 
 accounts_router = APIRouter(tags=["accounts"])
@@ -81,6 +82,7 @@ async def login(body: LoginRequest, request: Request) -> LoginResult:
     result, revoked = await db.run(lambda s: AccountService().open_session(s, found))
     if revoked:
         request.app.state.principals.clear()
+        request.app.state.hub.tokens_changed()
     return result
 
 

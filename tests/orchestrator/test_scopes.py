@@ -1,0 +1,184 @@
+"""Every scope holds: an open websocket ends with its token, events follow run visibility,
+lessons stay with their owner's runs, stats and evaluations are the caller's, and a revoked
+reviewer's claims go back to the queue (SQLite and Postgres)."""
+
+import asyncio
+import json
+from datetime import timedelta
+
+import httpx
+import pytest
+import websockets
+from sqlmodel import Session
+
+from orchestrator.tables import ApiToken, utcnow
+from shared.orchestration import Role
+from tests.orchestrator.conftest import ADMIN_TOKEN, mint, wait_for
+from tests.support.apps import uvicorn_serving
+
+
+def bearer(token: str) -> dict:
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def minted(api, role: str) -> tuple[str, dict]:
+    """A new token's id and its Authorization header."""
+    response = await api.post("/v1/tokens", json={"name": f"{role} for scopes", "role": role})
+    assert response.status_code == 201, response.text
+    body = response.json()
+    return body["id"], bearer(body["token"])
+
+
+async def drain(ws) -> None:
+    while True:
+        await ws.recv()
+
+
+async def close_of(ws) -> tuple[int, str]:
+    """The close code and reason the server ends ``ws`` with (whatever it sends before)."""
+    with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:
+        await asyncio.wait_for(drain(ws), 15)  # generous: the server closes within a second
+    assert closed.value.rcvd is not None, "the connection dropped without a close frame"
+    return closed.value.rcvd.code, closed.value.rcvd.reason
+
+
+class TestWebsocketEndsWithItsToken:
+    async def test_revoking_the_token_closes_its_open_websocket(self, orchestrator_app):
+        async with uvicorn_serving(orchestrator_app) as url:
+            async with httpx.AsyncClient(base_url=url, headers=bearer(ADMIN_TOKEN)) as admin:
+                token_id, headers = await minted(admin, "reviewer")
+                ws_url = url.replace("http", "ws") + "/v1/events"
+                async with websockets.connect(ws_url, additional_headers=headers) as ws:
+                    assert (await admin.delete(f"/v1/tokens/{token_id}")).status_code == 204
+                    code, reason = await close_of(ws)
+                assert code == 4401
+                assert "revoked" in reason
+                # and it cannot come back
+                with pytest.raises(websockets.exceptions.InvalidStatus):
+                    async with websockets.connect(ws_url, additional_headers=headers):
+                        pass
+
+    async def test_a_service_websocket_on_its_run_closes_on_revocation(
+        self, orchestrator_app, fake_model
+    ):
+        fake_model.latency(300)
+        async with uvicorn_serving(orchestrator_app) as url:
+            async with httpx.AsyncClient(base_url=url, headers=bearer(ADMIN_TOKEN)) as admin:
+                token_id, headers = await minted(admin, "service")
+                created = await admin.post("/v1/runs", json={"task": "Why?"}, headers=headers)
+                run_id = created.json()["id"]
+                ws_url = url.replace("http", "ws") + f"/v1/events?run_id={run_id}"
+                async with websockets.connect(ws_url, additional_headers=headers) as ws:
+                    json.loads(await ws.recv())  # streaming
+                    assert (await admin.delete(f"/v1/tokens/{token_id}")).status_code == 204
+                    code, _ = await close_of(ws)
+                assert code == 4401
+                fake_model.latency(None)
+                await wait_for(admin, run_id)
+
+    async def test_an_expiring_session_closes_its_websocket(self, orchestrator_app):
+        async with uvicorn_serving(orchestrator_app) as url:
+            async with httpx.AsyncClient(base_url=url, headers=bearer(ADMIN_TOKEN)) as admin:
+                token_id, headers = await minted(admin, "reviewer")
+                with Session(orchestrator_app.state.engine) as session:
+                    row = session.get(ApiToken, token_id)
+                    assert row is not None
+                    row.expires_at = utcnow() + timedelta(seconds=1)  # a session near its end
+                    session.add(row)
+                    session.commit()
+                ws_url = url.replace("http", "ws") + "/v1/events"
+                async with websockets.connect(ws_url, additional_headers=headers) as ws:
+                    code, reason = await close_of(ws)
+                assert code == 4401
+                assert "expired" in reason
+                assert (await admin.get("/v1/auth/me", headers=headers)).status_code == 401
+
+
+@pytest.mark.postgres
+async def test_a_revocation_on_another_replica_wakes_this_replicas_websockets(
+    database_url,
+):
+    """The token channel's notification (another replica's commit) bumps this replica's
+    token generation, which every open websocket checks before it sends more."""
+    if not database_url.startswith("postgres"):
+        pytest.skip("replicas share a Postgres database")
+    from orchestrator.app import tokens_revoked
+    from orchestrator.auth.service import TOKENS_CHANNEL, PrincipalCache, TokenService
+    from orchestrator.db import create_db_engine, migrate, session_scope
+    from orchestrator.events.hub import EventHub
+    from orchestrator.events.listener import EventListener
+
+    engine = create_db_engine(database_url)
+    migrate(engine)
+    with session_scope(engine) as session:
+        token, _ = TokenService().create(session, name="r", role=Role.reviewer, created_by="x")
+        token_id = token.id
+    hub = EventHub()
+    hub.bind(asyncio.get_running_loop())
+    cache = PrincipalCache(trusted=lambda: hub.listening)
+    listener = EventListener(
+        database_url, hub, channels={TOKENS_CHANNEL: lambda: tokens_revoked(cache, hub)}
+    )
+    task = asyncio.create_task(listener.run_forever())
+    try:
+        await asyncio.wait_for(listener.connected.wait(), timeout=10)
+        before = hub.tokens_generation
+        waiter = hub.subscribe(["run.finished"])
+        with session_scope(engine) as session:
+            assert TokenService().revoke(session, token_id)
+        await asyncio.wait_for(waiter.wait(), timeout=10)
+        assert hub.tokens_generation > before
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        engine.dispose()
+
+
+async def paused_and_plain(api, owner: dict) -> tuple[str, str]:
+    """Two finished-or-paused runs of ``owner``: one waiting for review, one never in it."""
+    paused = await api.post(
+        "/v1/runs",
+        json={"task": "Reviewed.", "policy": {"review": "before_critique"}},
+        headers=owner,
+    )
+    plain = await api.post("/v1/runs", json={"task": "Not reviewed."}, headers=owner)
+    await wait_for(api, paused.json()["id"], statuses={"awaiting_review"})
+    await wait_for(api, plain.json()["id"])
+    return paused.json()["id"], plain.json()["id"]
+
+
+class TestEventsFollowRunScope:
+    async def test_a_reviewer_reads_only_events_of_runs_in_review(self, api):
+        alice = bearer(await mint(api, "service"))
+        reviewer = bearer(await mint(api, "reviewer"))
+        paused, plain = await paused_and_plain(api, alice)
+        seen = {e["run_id"] for e in (await api.get("/v1/events", headers=reviewer)).json()}
+        assert seen == {paused}
+        typed = await api.get("/v1/events", params={"type": "run.created"}, headers=reviewer)
+        assert {e["run_id"] for e in typed.json()} == {paused}
+        one = await api.get("/v1/events", params={"run_id": plain}, headers=reviewer)
+        assert one.status_code == 404
+        assert (await api.get("/v1/events", params={"run_id": paused}, headers=reviewer)).json()
+        # the admin reads both
+        assert {e["run_id"] for e in (await api.get("/v1/events")).json()} >= {paused, plain}
+
+    @pytest.mark.parametrize("types", [None, "run.created,review.claimed"])
+    async def test_a_reviewers_websocket_streams_only_runs_in_review(self, orchestrator_app, types):
+        async with uvicorn_serving(orchestrator_app) as url:
+            async with httpx.AsyncClient(base_url=url, headers=bearer(ADMIN_TOKEN)) as api:
+                alice = bearer(await mint(api, "service"))
+                reviewer = bearer(await mint(api, "reviewer"))
+                paused, _ = await paused_and_plain(api, alice)
+                query = f"?type={types}" if types else ""
+                ws_url = url.replace("http", "ws") + "/v1/events" + query
+                received: list[dict] = []
+                async with websockets.connect(ws_url, additional_headers=reviewer) as ws:
+                    [item] = (await api.get("/v1/reviews", params={"run_id": paused})).json()[
+                        "items"
+                    ]
+                    claim = await api.post(f"/v1/reviews/{item['id']}/claim", headers=reviewer)
+                    assert claim.status_code == 200
+                    async with asyncio.timeout(15):
+                        while not received or received[-1]["type"] != "review.claimed":
+                            received.append(json.loads(await ws.recv()))
+        assert {e["run_id"] for e in received} == {paused}
