@@ -576,7 +576,9 @@ class DecisionRequest(WireModel):
         default=False, description="Also keep the comment as a lesson for similar future tasks."
     )
     lesson_scope: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,49}$")] = Field(
-        default="global", description="'global', or a tag runs opt into."
+        default="global",
+        description="'global' (every run of the reviewed run's owner), or a tag its runs opt "
+        "into. A lesson reaches other tenants' runs only if an admin shares it.",
     )
 
     @model_validator(mode="after")
@@ -658,6 +660,11 @@ class LessonPublic(WireModel):
     scope: str
     author: str
     source_run_id: str | None
+    owner: str | None = Field(
+        default=None,
+        description="The token whose runs it reaches (the one that started its source run); "
+        "null: every tenant's (an admin shared it, or wrote it).",
+    )
     uses: int
     retired: bool
     created_at: datetime

@@ -85,6 +85,7 @@ class TestLessonsAreKnowledge:
             "scope",
             "author",
             "source_run_id",
+            "owner",
             "uses",
             "retired",
             "created_at",

@@ -182,3 +182,80 @@ class TestEventsFollowRunScope:
                         while not received or received[-1]["type"] != "review.claimed":
                             received.append(json.loads(await ws.recv()))
         assert {e["run_id"] for e in received} == {paused}
+
+
+TIDES = "Explain how the Moon causes ocean tides."
+SIMILAR = "Explain ocean tides and the Moon to a child."
+LESSON = "Always mention the spring and neap tides."
+
+
+async def taught(api, owner: dict, reviewer: dict) -> dict:
+    """A reviewer's ``global`` lesson on one of ``owner``'s runs, as the admin lists it."""
+    run = await api.post(
+        "/v1/runs", json={"task": TIDES, "policy": {"review": "first_round"}}, headers=owner
+    )
+    run_id = run.json()["id"]
+    await wait_for(api, run_id)
+    [item] = (await api.get("/v1/reviews", params={"run_id": run_id})).json()["items"]
+    assert (await api.post(f"/v1/reviews/{item['id']}/claim", headers=reviewer)).status_code == 200
+    decided = await api.post(
+        f"/v1/reviews/{item['id']}/decision",
+        json={"action": "comment", "comment": LESSON, "lesson": True, "lesson_scope": "global"},
+        headers=reviewer,
+    )
+    assert decided.status_code == 200, decided.text
+    await wait_for(api, run_id, statuses={"succeeded", "escalated", "failed"})
+    [lesson] = (await api.get("/v1/lessons")).json()
+    assert lesson["source_run_id"] == run_id
+    return lesson
+
+
+async def similar_run(api, owner: dict) -> dict:
+    run = await api.post(
+        "/v1/runs", json={"task": SIMILAR, "policy": {"max_rounds": 1}}, headers=owner
+    )
+    return await wait_for(api, run.json()["id"])
+
+
+class TestLessonsStayWithTheirOwner:
+    async def test_another_service_neither_reads_nor_receives_a_lesson(self, api, fake_model):
+        alice, bob = bearer(await mint(api, "service")), bearer(await mint(api, "service"))
+        reviewer = bearer(await mint(api, "reviewer"))
+        lesson = await taught(api, alice, reviewer)
+        # bob: not listed, not found, not searched, not in his Actor's prompt
+        assert (await api.get("/v1/lessons", headers=bob)).json() == []
+        knowledge = await api.get("/v1/knowledge", params={"kind": "lesson"}, headers=bob)
+        assert knowledge.json() == []
+        assert (await api.get(f"/v1/knowledge/{lesson['id']}", headers=bob)).status_code == 404
+        found = await api.get("/v1/knowledge/search", params={"q": SIMILAR}, headers=bob)
+        assert lesson["id"] not in {m["entry"]["id"] for m in found.json()}
+        bobs = await similar_run(api, bob)
+        assert bobs["lessons_used"] == []
+        prompts = [str(c) for c in fake_model.requests() if c["stage"] == "draft"]
+        assert not any(LESSON in p and SIMILAR in p for p in prompts)
+        # alice: hers, with its run, and her similar run gets it
+        [own] = (await api.get("/v1/lessons", headers=alice)).json()
+        assert (own["id"], own["source_run_id"]) == (lesson["id"], lesson["source_run_id"])
+        assert own["owner"] is not None
+        assert (await similar_run(api, alice))["lessons_used"] == [lesson["id"]]
+        # reviewers and admins see every lesson
+        assert [x["id"] for x in (await api.get("/v1/lessons", headers=reviewer)).json()] == [
+            lesson["id"]
+        ]
+
+    async def test_only_an_admin_shares_a_lesson_with_every_tenant(self, api):
+        alice, bob = bearer(await mint(api, "service")), bearer(await mint(api, "service"))
+        reviewer = bearer(await mint(api, "reviewer"))
+        lesson = await taught(api, alice, reviewer)
+        for caller in (reviewer, alice):
+            refused = await api.post(f"/v1/lessons/{lesson['id']}/share", headers=caller)
+            assert refused.status_code == 403
+            assert refused.json()["error"] == "Forbidden"
+        assert (await api.post("/v1/lessons/les_nope/share")).status_code == 404
+        shared = await api.post(f"/v1/lessons/{lesson['id']}/share")
+        assert shared.status_code == 200
+        assert shared.json()["owner"] is None
+        assert (await similar_run(api, bob))["lessons_used"] == [lesson["id"]]
+        # bob reads its text now, not the run of another tenant it came from
+        entry = (await api.get(f"/v1/knowledge/{lesson['id']}", headers=bob)).json()
+        assert (entry["body"], entry["source_run_id"]) == (LESSON, None)

@@ -72,6 +72,11 @@ class KnowledgePublic(WireModel):
     source_run_id: str | None = Field(
         default=None, description="A lesson's run: where the reviewer wrote the comment."
     )
+    owner: str | None = Field(
+        default=None,
+        description="A lesson's tenant: the token whose runs it reaches (the one that started "
+        "its source run); null: every run (pack and admin entries, lessons an admin shared).",
+    )
     uses: int = Field(default=0, description="Runs whose Actor received it.")
     created_at: datetime
     updated_at: datetime

@@ -15,6 +15,9 @@ LIST_LIMIT = 500
 
 
 def promote(session: Session, run: Run, content: str, scope: str, author: str) -> KnowledgeEntry:
+    """Keep a reviewer's comment for the run owner's future runs (``scope``: all of them or
+    those with a tag). Never for every tenant: that is an admin's separate choice (``share``),
+    since the comment quotes one tenant's task and output."""
     return KnowledgeService().promote_lesson(
         session,
         content=content,
@@ -22,6 +25,7 @@ def promote(session: Session, run: Run, content: str, scope: str, author: str) -
         author=author,
         source_task=run.task,
         source_run_id=run.id,
+        owner=run.created_by,
     )
 
 
@@ -32,15 +36,20 @@ def public(lesson: KnowledgeEntry) -> LessonPublic:
         scope=lesson.scope,
         author=lesson.author,
         source_run_id=lesson.source_run_id,
+        owner=lesson.owner,
         uses=lesson.uses,
         retired=lesson.retired,
         created_at=lesson.created_at,
     )
 
 
-def listed(session: Session, scope: str | None, include_retired: bool) -> list[LessonPublic]:
-    """Lessons, newest first."""
+def listed(
+    session: Session, scope: str | None, include_retired: bool, tenant: str | None = None
+) -> list[LessonPublic]:
+    """Lessons, newest first; ``tenant`` (a service's token id): only those of its runs."""
     query = select(KnowledgeEntry).where(col(KnowledgeEntry.kind) == KnowledgeKind.lesson.value)
+    if tenant is not None:
+        query = query.where(col(KnowledgeEntry.owner) == tenant)
     if scope is not None:
         query = query.where(col(KnowledgeEntry.scope) == scope)
     if not include_retired:
@@ -53,9 +62,20 @@ def listed(session: Session, scope: str | None, include_retired: bool) -> list[L
     return [public(lesson) for lesson in rows]
 
 
-def retire(session: Session, lesson_id: str) -> LessonPublic:
+def load(session: Session, lesson_id: str) -> KnowledgeEntry:
     lesson = session.get(KnowledgeEntry, lesson_id)
     if lesson is None or lesson.kind != KnowledgeKind.lesson.value:
         raise NotFound(f"lesson {lesson_id} does not exist")
+    return lesson
+
+
+def retire(session: Session, lesson_id: str) -> LessonPublic:
+    lesson = load(session, lesson_id)
     KnowledgeService().retire(session, lesson_id)
     return public(lesson)
+
+
+def share(session: Session, lesson_id: str) -> LessonPublic:
+    """An admin's choice: the lesson reaches every tenant's runs (its tags still apply)."""
+    load(session, lesson_id)
+    return public(KnowledgeService().share(session, lesson_id))
