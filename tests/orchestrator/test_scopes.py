@@ -259,3 +259,43 @@ class TestLessonsStayWithTheirOwner:
         # bob reads its text now, not the run of another tenant it came from
         entry = (await api.get(f"/v1/knowledge/{lesson['id']}", headers=bob)).json()
         assert (entry["body"], entry["source_run_id"]) == (LESSON, None)
+
+
+class TestRevokedClaims:
+    async def test_revoking_a_reviewers_token_gives_its_claims_back(self, api):
+        owner = bearer(await mint(api, "service"))
+        paused, _ = await paused_and_plain(api, owner)
+        [item] = (await api.get("/v1/reviews", params={"run_id": paused})).json()["items"]
+        token_id, rita = await minted(api, "reviewer")
+        url = f"/v1/reviews/{item['id']}"
+        assert (await api.post(f"{url}/claim", headers=rita)).status_code == 200
+        assert (await api.delete(f"/v1/tokens/{token_id}")).status_code == 204
+        assert (await api.get(url)).json()["status"] == "pending"
+        bo = bearer(await mint(api, "reviewer"))
+        assert (await api.post(f"{url}/claim", headers=bo)).status_code == 200
+        released = [
+            e["data"]
+            for e in (await api.get("/v1/events", params={"run_id": paused})).json()
+            if e["type"] == "review.released"
+        ]
+        assert released == [
+            {"review_id": item["id"], "holder": token_id, "by": None, "reason": "token revoked"}
+        ]
+
+    async def test_an_admin_releases_anyones_claim_and_a_reviewer_only_its_own(self, api):
+        owner = bearer(await mint(api, "service"))
+        paused, _ = await paused_and_plain(api, owner)
+        [item] = (await api.get("/v1/reviews", params={"run_id": paused})).json()["items"]
+        url = f"/v1/reviews/{item['id']}"
+        rita, bo = bearer(await mint(api, "reviewer")), bearer(await mint(api, "reviewer"))
+        assert (await api.post(f"{url}/claim", headers=rita)).status_code == 200
+        refused = await api.post(f"{url}/release", headers=bo)
+        assert refused.status_code == 409
+        assert "only they or an admin" in refused.json()["detail"]
+        assert (await api.post(f"{url}/release", headers=owner)).status_code == 403
+        released = await api.post(f"{url}/release")  # the admin
+        assert released.status_code == 200
+        assert released.json()["status"] == "pending"
+        again = await api.post(f"{url}/release")
+        assert again.status_code == 409
+        assert again.json()["error"] == "Conflict"

@@ -74,7 +74,8 @@ async def claim_review(
 
 @router.post("/{review_id}/release", response_model=ReviewSummary)
 async def release_review(review_id: str, reviewer: Reviewer, request: Request) -> ReviewSummary:
-    """Give an item back to the queue."""
+    """Give an item back to the queue: its holder, or an admin whoever holds it (another
+    reviewer gets a 409)."""
     db: Database = request.app.state.db
     summary = await db.run(lambda s: service.release(s, reviewer, review_id))
     request.app.state.hub.notify()
