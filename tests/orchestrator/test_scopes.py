@@ -299,3 +299,47 @@ class TestRevokedClaims:
         again = await api.post(f"{url}/release")
         assert again.status_code == 409
         assert again.json()["error"] == "Conflict"
+
+
+class TestScopeMatrix:
+    async def test_each_role_gets_what_its_scope_allows(self, api):
+        """One row per (endpoint, caller): the status each role gets on the scoped routes."""
+        alice, bob = bearer(await mint(api, "service")), bearer(await mint(api, "service"))
+        rita_id, rita = await minted(api, "reviewer")
+        bo = bearer(await mint(api, "reviewer"))
+        admin: dict = {}
+        lesson = await taught(api, alice, rita)
+        paused, plain = await paused_and_plain(api, alice)
+        [item] = (await api.get("/v1/reviews", params={"run_id": paused})).json()["items"]
+        assert (await api.post(f"/v1/reviews/{item['id']}/claim", headers=rita)).status_code == 200
+        rows = [
+            ("GET", "/v1/events", admin, 200),
+            ("GET", "/v1/events", rita, 200),
+            ("GET", "/v1/events", alice, 403),
+            ("GET", f"/v1/events?run_id={plain}", alice, 200),
+            ("GET", f"/v1/events?run_id={plain}", bob, 404),
+            ("GET", f"/v1/events?run_id={plain}", rita, 404),
+            ("GET", f"/v1/events?run_id={paused}", rita, 200),
+            ("GET", f"/v1/events?run_id={plain}", admin, 200),
+            ("GET", "/v1/stats", alice, 200),
+            ("GET", "/v1/stats", rita, 200),
+            ("GET", "/v1/evaluations", bob, 200),
+            ("GET", "/v1/evaluations", rita, 200),
+            ("GET", f"/v1/knowledge/{lesson['id']}", bob, 404),
+            ("GET", f"/v1/knowledge/{lesson['id']}", alice, 200),
+            ("GET", f"/v1/knowledge/{lesson['id']}", rita, 200),
+            ("POST", f"/v1/lessons/{lesson['id']}/share", alice, 403),
+            ("POST", f"/v1/lessons/{lesson['id']}/share", rita, 403),
+            ("POST", f"/v1/reviews/{item['id']}/release", alice, 403),
+            ("POST", f"/v1/reviews/{item['id']}/release", bo, 409),
+            ("DELETE", f"/v1/tokens/{rita_id}", rita, 403),
+            ("DELETE", f"/v1/tokens/{rita_id}", alice, 403),
+            ("POST", f"/v1/reviews/{item['id']}/release", admin, 200),
+            ("POST", f"/v1/lessons/{lesson['id']}/share", admin, 200),
+            ("DELETE", f"/v1/tokens/{rita_id}", admin, 204),
+        ]
+        got = [
+            (method, path, (await api.request(method, path, headers=headers)).status_code)
+            for method, path, headers, _ in rows
+        ]
+        assert got == [(method, path, status) for method, path, _, status in rows]
