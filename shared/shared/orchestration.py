@@ -663,7 +663,10 @@ class LessonPublic(WireModel):
     owner: str | None = Field(
         default=None,
         description="The token whose runs it reaches (the one that started its source run); "
-        "null: every tenant's (an admin shared it, or wrote it).",
+        "null: every tenant's (an admin wrote it). Shown to its owner and to people.",
+    )
+    shared: bool = Field(
+        default=False, description="An admin offered this lesson to every tenant's runs."
     )
     uses: int
     retired: bool

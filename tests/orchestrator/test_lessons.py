@@ -86,6 +86,7 @@ class TestLessonsAreKnowledge:
             "author",
             "source_run_id",
             "owner",
+            "shared",
             "uses",
             "retired",
             "created_at",

@@ -255,11 +255,20 @@ class TestLessonsStayWithTheirOwner:
         assert (await api.post("/v1/lessons/les_nope/share")).status_code == 404
         shared = await api.post(f"/v1/lessons/{lesson['id']}/share")
         assert shared.status_code == 200
-        assert shared.json()["owner"] is None
+        assert shared.json()["shared"] is True
+        assert shared.json()["owner"] == lesson["owner"]  # still hers
         assert (await similar_run(api, bob))["lessons_used"] == [lesson["id"]]
         # bob reads its text now, not the run of another tenant it came from
         entry = (await api.get(f"/v1/knowledge/{lesson['id']}", headers=bob)).json()
         assert (entry["body"], entry["source_run_id"]) == (LESSON, None)
+        [listed] = (await api.get("/v1/lessons", headers=bob)).json()
+        assert (listed["id"], listed["source_run_id"], listed["owner"]) == (
+            lesson["id"],
+            None,
+            None,
+        )
+        [own] = (await api.get("/v1/lessons", headers=alice)).json()
+        assert own["source_run_id"] == lesson["source_run_id"]
 
 
 class TestRevokedClaims:

@@ -318,8 +318,10 @@ class KnowledgeEntry(SQLModel, table=True):
     source_task: str = ""
     source_run_id: str | None = Field(default=None, max_length=64)
     # Whose runs it reaches: a lesson belongs to the token that started its source run (its
-    # tenant); None: every run (packs, entries an admin wrote, lessons an admin shared).
+    # tenant); None: every run (packs, entries an admin wrote). ``shared``: an admin offered
+    # an owned lesson to every tenant's runs (its owner still the only one to see its run).
     owner: str | None = Field(default=None, index=True, max_length=64)
+    shared: bool = False
     uses: int = 0  # runs whose Actor received it
     # With embeddings on: the vector of title and body, and what it was computed from (a
     # hash of the model and the text), so an edited entry is embedded again.

@@ -59,6 +59,7 @@ def public(entry: KnowledgeEntry, tenant: str | None = None) -> KnowledgePublic:
         scope=entry.scope,
         source_run_id=entry.source_run_id if own else None,
         owner=entry.owner if own else None,
+        shared=entry.shared,
         uses=entry.uses,
         created_at=entry.created_at,
         updated_at=entry.updated_at,
@@ -121,8 +122,8 @@ def in_scope(entry: KnowledgeEntry, tags: list[str] | None) -> bool:
 
 def owned_by(entry: KnowledgeEntry, tenant: str | None) -> bool:
     """Whether ``tenant`` (the token that started a run; None: any) may get the entry: an
-    owned lesson only its owner's runs, an unowned entry every run."""
-    return tenant is None or entry.owner is None or entry.owner == tenant
+    owned lesson only its owner's runs unless shared, an unowned entry every run."""
+    return tenant is None or entry.owner is None or entry.shared or entry.owner == tenant
 
 
 class KnowledgeService:
@@ -288,7 +289,7 @@ class KnowledgeService:
     def share(self, session: Session, entry_id: str) -> KnowledgeEntry:
         """An admin's choice: the lesson reaches every tenant's runs from now on."""
         entry = self.load(session, entry_id)
-        entry.owner = None
+        entry.shared = True
         entry.updated_at = utcnow()
         session.add(entry)
         session.flush()
@@ -307,7 +308,11 @@ class KnowledgeService:
         query = select(KnowledgeEntry)
         if tenant is not None:  # a service: unowned entries and its own lessons
             query = query.where(
-                or_(col(KnowledgeEntry.owner).is_(None), col(KnowledgeEntry.owner) == tenant)
+                or_(
+                    col(KnowledgeEntry.owner).is_(None),
+                    col(KnowledgeEntry.shared),
+                    col(KnowledgeEntry.owner) == tenant,
+                )
             )
         if kind is not None:
             query = query.where(col(KnowledgeEntry.kind) == kind.value)

@@ -3,7 +3,7 @@ kind ``lesson``. ``/v1/lessons`` is a view over them with its original response 
 
 from __future__ import annotations
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, or_, select
 
 from orchestrator.knowledge.service import KnowledgeService
 from orchestrator.tables import KnowledgeEntry, Run
@@ -29,14 +29,18 @@ def promote(session: Session, run: Run, content: str, scope: str, author: str) -
     )
 
 
-def public(lesson: KnowledgeEntry) -> LessonPublic:
+def public(lesson: KnowledgeEntry, tenant: str | None = None) -> LessonPublic:
+    """The lesson as ``tenant`` (a service's token id; None: a person) sees it: the source
+    run of a shared lesson stays with its owner."""
+    own = tenant is None or lesson.owner == tenant
     return LessonPublic(
         id=lesson.id,
         content=lesson.body,
         scope=lesson.scope,
         author=lesson.author,
-        source_run_id=lesson.source_run_id,
-        owner=lesson.owner,
+        source_run_id=lesson.source_run_id if own else None,
+        owner=lesson.owner if own else None,
+        shared=lesson.shared,
         uses=lesson.uses,
         retired=lesson.retired,
         created_at=lesson.created_at,
@@ -46,10 +50,17 @@ def public(lesson: KnowledgeEntry) -> LessonPublic:
 def listed(
     session: Session, scope: str | None, include_retired: bool, tenant: str | None = None
 ) -> list[LessonPublic]:
-    """Lessons, newest first; ``tenant`` (a service's token id): only those of its runs."""
+    """Lessons, newest first; ``tenant`` (a service's token id): those its runs may get (its
+    own, and the ones an admin shared)."""
     query = select(KnowledgeEntry).where(col(KnowledgeEntry.kind) == KnowledgeKind.lesson.value)
     if tenant is not None:
-        query = query.where(col(KnowledgeEntry.owner) == tenant)
+        query = query.where(
+            or_(
+                col(KnowledgeEntry.owner).is_(None),
+                col(KnowledgeEntry.shared),
+                col(KnowledgeEntry.owner) == tenant,
+            )
+        )
     if scope is not None:
         query = query.where(col(KnowledgeEntry.scope) == scope)
     if not include_retired:
@@ -59,7 +70,7 @@ def listed(
             LIST_LIMIT
         )
     )
-    return [public(lesson) for lesson in rows]
+    return [public(lesson, tenant) for lesson in rows]
 
 
 def load(session: Session, lesson_id: str) -> KnowledgeEntry:

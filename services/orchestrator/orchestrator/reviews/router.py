@@ -115,7 +115,7 @@ def list_lessons(
 ) -> list[LessonPublic]:
     """Lessons reviewers kept, newest first, with how often runs used them (the knowledge
     entries of kind `lesson`, also listed by `GET /v1/knowledge?kind=lesson`). A service
-    sees the lessons of its own runs only."""
+    sees the lessons of its own runs and those an admin shared (without their source run)."""
     tenant = caller.id if caller.role is Role.service else None
     return lessons.listed(session, scope, include_retired, tenant)
 

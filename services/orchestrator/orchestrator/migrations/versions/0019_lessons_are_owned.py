@@ -1,6 +1,6 @@
 """a knowledge entry has an owner (knowledge_entries.owner): a lesson reaches only the runs
-of the token that started its source run, unless an admin shares it; existing lessons take
-the owner of their source run
+of the token that started its source run, unless an admin shares it (shared); existing
+lessons take the owner of their source run
 
 Revision ID: 0019
 Revises: 0017
@@ -21,7 +21,10 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     with op.batch_alter_table("knowledge_entries", schema=None) as batch_op:
         batch_op.add_column(sa.Column("owner", sa.String(length=64), nullable=True))
-        batch_op.create_index("ix_knowledge_entries_owner", ["owner"], unique=False)
+        batch_op.add_column(
+            sa.Column("shared", sa.Boolean(), nullable=False, server_default=sa.false())
+        )
+        batch_op.create_index(batch_op.f("ix_knowledge_entries_owner"), ["owner"], unique=False)
     # Until now a lesson reached every tenant's runs; from here it stays with its own.
     op.execute(
         "UPDATE knowledge_entries SET owner = "
@@ -32,5 +35,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     with op.batch_alter_table("knowledge_entries", schema=None) as batch_op:
-        batch_op.drop_index("ix_knowledge_entries_owner")
+        batch_op.drop_index(batch_op.f("ix_knowledge_entries_owner"))
+        batch_op.drop_column("shared")
         batch_op.drop_column("owner")
