@@ -75,14 +75,16 @@ async def stream_events(
     gone = asyncio.create_task(_until_disconnect(websocket))
     token = _TokenWatch(principal, hub)
     last = since
+    read = True  # the events table is read when woken or when the poll is due, not on a
+    read_at = 0.0  # token check alone (SQLite checks tokens twice as often as it polls)
     try:
         while not gone.done():
-            waiter.clear()
             ended = await token.ended(db)
             if ended is not None:
                 await websocket.close(code=TOKEN_ENDED, reason=ended)
                 return
-            while True:
+            while read:
+                waiter.clear()
                 if types:
                     batch, upto, more = await db.read(
                         partial(
@@ -98,15 +100,16 @@ async def stream_events(
                 for event in batch:
                     await websocket.send_text(event.model_dump_json())
                 last = upto
-                if not more:
-                    break
+                read = more
+                read_at = time.monotonic() + hub.poll_s
             woken = asyncio.create_task(waiter.wait())
             await asyncio.wait(
                 {woken, gone},
-                timeout=token.wait_s(hub.poll_s),
+                timeout=token.wait_s(max(read_at - time.monotonic(), 0.0)),
                 return_when=asyncio.FIRST_COMPLETED,
             )
             woken.cancel()
+            read = waiter.is_set() or time.monotonic() >= read_at
     except WebSocketDisconnect:
         pass
     finally:
@@ -144,7 +147,7 @@ class _TokenWatch:
         return None
 
     def wait_s(self, poll_s: float) -> float:
-        """How long the socket may sleep: its poll, shorter near its token's checks."""
+        """How long the socket may sleep: until its next poll, or its token's next check."""
         wait = poll_s if self.hub.listening else min(poll_s, TOKEN_CHECK_S)
         if self.principal.expires_at is not None:
             left = (self.principal.expires_at - utcnow()).total_seconds()
