@@ -579,7 +579,9 @@ class DecisionRequest(WireModel):
         default=False, description="Also keep the comment as a lesson for similar future tasks."
     )
     lesson_scope: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,49}$")] = Field(
-        default="global", description="'global', or a tag runs opt into."
+        default="global",
+        description="'global' (every run of the reviewed run's owner), or a tag its runs opt "
+        "into. A lesson reaches other tenants' runs only if an admin shares it.",
     )
 
     @model_validator(mode="after")
@@ -661,6 +663,14 @@ class LessonPublic(WireModel):
     scope: str
     author: str
     source_run_id: str | None
+    owner: str | None = Field(
+        default=None,
+        description="The token whose runs it reaches (the one that started its source run); "
+        "null: every tenant's (an admin wrote it). Shown to its owner and to people.",
+    )
+    shared: bool = Field(
+        default=False, description="An admin offered this lesson to every tenant's runs."
+    )
     uses: int
     retired: bool
     created_at: datetime

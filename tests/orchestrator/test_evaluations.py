@@ -256,6 +256,16 @@ class TestRoles:
             assert latest.json()["id"] == published.json()["id"]
         assert len((await api.get("/v1/evaluations")).json()) == 1
 
+    async def test_a_service_reads_only_the_evaluations_it_published(self, api):
+        alice = {"Authorization": f"Bearer {await mint(api, 'service')}"}
+        bob = {"Authorization": f"Bearer {await mint(api, 'service')}"}
+        published = await api.post("/v1/evaluations", json=SUMMARY, headers=alice)
+        assert published.status_code == 201, published.text
+        assert (await api.get("/v1/evaluations", headers=bob)).json() == []
+        assert (await api.get("/v1/evaluations/latest", headers=bob)).status_code == 404
+        mine = await api.get("/v1/evaluations", headers=alice)
+        assert [e["id"] for e in mine.json()] == [published.json()["id"]]
+
     async def test_no_token_or_a_bad_one_is_401(self, api):
         for method, path in (
             ("POST", "/v1/evaluations"),

@@ -85,6 +85,8 @@ class TestLessonsAreKnowledge:
             "scope",
             "author",
             "source_run_id",
+            "owner",
+            "shared",
             "uses",
             "retired",
             "created_at",

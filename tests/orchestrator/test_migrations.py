@@ -169,3 +169,37 @@ def test_lessons_move_into_knowledge_entries_and_back(database_url):
         assert left == 0
     finally:
         engine.dispose()
+
+
+def test_existing_lessons_take_the_owner_of_their_source_run(database_url):
+    """0019 gives every lesson the token that started its source run (until then a lesson
+    reached every tenant); a lesson without one stays unowned."""
+    from orchestrator.tables import Run
+
+    engine = create_db_engine(database_url)
+    try:
+        migrate(engine)
+        with Session(engine) as session:
+            session.add(
+                Run(
+                    id="run_alice",
+                    status="succeeded",
+                    kind="text",
+                    task="Tides.",
+                    evaluator="none",
+                    created_by="tok_alice",
+                    policy={},
+                )
+            )
+            for id_, run_id in (("les_alice", "run_alice"), ("les_loose", None)):
+                session.add(
+                    KnowledgeEntry(id=id_, kind="lesson", title="t", body="b", source_run_id=run_id)
+                )
+            session.commit()
+        _alembic(engine, "downgrade", "0017")  # the lessons as an older release left them
+        _alembic(engine, "upgrade", "head")
+        with Session(engine) as session:
+            owners = {e.id: e.owner for e in session.exec(select(KnowledgeEntry))}
+        assert owners == {"les_alice": "tok_alice", "les_loose": None}
+    finally:
+        engine.dispose()

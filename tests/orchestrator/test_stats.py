@@ -254,20 +254,30 @@ class TestStatsAccess:
         assert response.status_code == 401
         assert response.json()["error"] == "Unauthorized"
 
-    async def test_reviewers_and_services_may_read(self, api):
+    async def test_reviewers_read_every_run_and_a_service_its_own(self, api):
         await two_runs(api)
         admin = await stats(api)
-        for role in ("reviewer", "service"):
-            headers = {"Authorization": f"Bearer {await mint(api, role)}"}
-            response = await api.get("/v1/stats", headers=headers)
-            assert response.status_code == 200, response.text
-            body = response.json()
-            # the same figures the admin sees (only the moment they were computed differs)
-            assert {**body, "generated_at": None} == {**admin, "generated_at": None}
-            assert (body["runs_total"], body["runs_by_status"]) == (
-                2,
-                {"succeeded": 1, "escalated": 1},
-            )
+        headers = {"Authorization": f"Bearer {await mint(api, 'reviewer')}"}
+        response = await api.get("/v1/stats", headers=headers)
+        assert response.status_code == 200, response.text
+        body = response.json()
+        # the same figures the admin sees (only the moment they were computed differs)
+        assert {**body, "generated_at": None} == {**admin, "generated_at": None}
+        assert (body["runs_total"], body["runs_by_status"]) == (
+            2,
+            {"succeeded": 1, "escalated": 1},
+        )
+        # a service: the figures of its own runs, none of the admin's two
+        service = {"Authorization": f"Bearer {await mint(api, 'service')}"}
+        assert (await api.get("/v1/stats", headers=service)).json()["runs_total"] == 0
+        created = await api.post("/v1/runs", json={"task": PASSES}, headers=service)
+        await wait_for(api, created.json()["id"])
+        own = (await api.get("/v1/stats", headers=service)).json()
+        assert (own["runs_total"], own["runs_by_status"]) == (1, {"succeeded": 1})
+        assert {p["role"] for p in own["providers"]} == {p["role"] for p in admin["providers"]}
+        assert sum(p["calls"] for p in own["providers"]) < sum(
+            p["calls"] for p in (await stats(api))["providers"]
+        )
 
     @pytest.mark.parametrize("since", ["yesterday", "2025-13-01", "2025-01-01T25:00:00"])
     async def test_unreadable_since_is_422(self, api, since):

@@ -291,8 +291,11 @@ class TestRunsEventsStatsLessons:
         assert open_fields(fakes.run_detail()["rounds"][0], run["rounds"][0]) == ["evaluation"]
 
     async def test_events(self, console, api, fake_model):
-        run_id = await start(api, task=PASSES)
-        await wait_for(api, run_id)
+        # a reviewer's feed: the events of runs in review, not of the others
+        plain = await start(api, task=PASSES)
+        await wait_for(api, plain)
+        run_id = await start(api, task=PASSES, policy={"review": "before_critique"})
+        await wait_for(api, run_id, statuses={"awaiting_review"})
         events = await console(lambda c: c.events(since=0))
         assert drift(fakes.FakeClient().events(since=0), events) == []
         assert {e["run_id"] for e in events} == {run_id}

@@ -103,6 +103,13 @@ class TokenGate:
         await self.app(scope, receive, send)
 
 
+def tokens_revoked(principals: PrincipalCache, hub: EventHub) -> None:
+    """Another replica (or this one) revoked tokens: forget cached principals and make every
+    open websocket check its token."""
+    principals.clear()
+    hub.tokens_changed()
+
+
 def create_app(
     settings: OrchestratorSettings,
     *,
@@ -212,7 +219,7 @@ def create_app(
                 conninfo,
                 hub,
                 connect_kwargs={**connect_kwargs, "application_name": "crosscheck-events"},
-                channels={TOKENS_CHANNEL: principals.clear},
+                channels={TOKENS_CHANNEL: lambda: tokens_revoked(principals, hub)},
             )
             listener = asyncio.create_task(events.run_forever(), name="event-listener")
             try:

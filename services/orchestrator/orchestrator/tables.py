@@ -301,7 +301,7 @@ class KnowledgeEntry(SQLModel, table=True):
     """A hand-written piece of domain knowledge the Actor and the Critic get when a task is
     about it: a rule anchor, a logic pitfall, a step of an evidence hierarchy, or a lesson (a
     reviewer's comment promoted for similar future tasks; ``scope`` is ``global`` or a run
-    tag, ``source_task`` is indexed with it)."""
+    tag, ``source_task`` is indexed with it; ``owner`` keeps a lesson to its tenant's runs)."""
 
     __tablename__ = "knowledge_entries"
 
@@ -317,6 +317,11 @@ class KnowledgeEntry(SQLModel, table=True):
     scope: str = Field(default="global", max_length=100)
     source_task: str = ""
     source_run_id: str | None = Field(default=None, max_length=64)
+    # Whose runs it reaches: a lesson belongs to the token that started its source run (its
+    # tenant); None: every run (packs, entries an admin wrote). ``shared``: an admin offered
+    # an owned lesson to every tenant's runs (its owner still the only one to see its run).
+    owner: str | None = Field(default=None, index=True, max_length=64)
+    shared: bool = False
     uses: int = 0  # runs whose Actor received it
     # With embeddings on: the vector of title and body, and what it was computed from (a
     # hash of the model and the text), so an edited entry is embedded again.

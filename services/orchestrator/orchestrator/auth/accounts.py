@@ -11,6 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from orchestrator.auth.service import TokenService
+from orchestrator.reviews.service import ReviewService
 from orchestrator.tables import Account, ApiToken, new_id, utcnow
 from shared.errors import Conflict
 from shared.orchestration import AccountCreate, AccountPublic, LoginResult, Role
@@ -91,6 +92,7 @@ class AccountService:
         for old in live[MAX_SESSIONS - 1 :]:
             old.revoked_at = now
             session.add(old)
+            ReviewService().release_claims_of(session, old.id)  # nobody else could take them
             revoked += 1
         if revoked:
             TokenService.announce_revocation(session)

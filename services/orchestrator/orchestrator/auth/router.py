@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, status
+from sqlmodel import Session
 
 from orchestrator.auth.accounts import AccountService, hasher, password_matches
 from orchestrator.auth.service import TokenService
 from orchestrator.auth.throttle import LoginThrottle
 from orchestrator.db import Database
 from orchestrator.deps import Admin, Reader, SessionDep
+from orchestrator.reviews.service import ReviewService
 from shared.errors import NotFound, Unauthorized
 from shared.orchestration import (
     AccountCreate,
@@ -35,10 +37,22 @@ def create_token(body: TokenCreate, admin: Admin, session: SessionDep) -> TokenC
 async def revoke_token(token_id: str, admin: Admin, request: Request) -> None:
     """Revoke a token; it stops working before this answer is sent."""
     db: Database = request.app.state.db
-    if not await db.run(lambda s: TokenService().revoke(s, token_id)):
+    released = await db.run(lambda s: revoke_and_release(s, token_id))
+    if released is None:
         raise NotFound(f"token {token_id} does not exist")
     # After the commit: a request in between could otherwise cache the token again.
     request.app.state.principals.clear()
+    request.app.state.hub.tokens_changed()  # its open websockets close
+    if released:
+        request.app.state.hub.notify()
+
+
+def revoke_and_release(session: Session, token_id: str) -> int | None:
+    """Revoke the token and give back the review items it held, in one transaction: how
+    many it held, or None when there is no such token."""
+    if not TokenService().revoke(session, token_id):
+        return None
+    return ReviewService().release_claims_of(session, token_id)
 
 
 accounts_router = APIRouter(tags=["accounts"])
@@ -81,6 +95,7 @@ async def login(body: LoginRequest, request: Request) -> LoginResult:
     result, revoked = await db.run(lambda s: AccountService().open_session(s, found))
     if revoked:
         request.app.state.principals.clear()
+        request.app.state.hub.tokens_changed()
     return result
 
 

@@ -7,6 +7,7 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 import sqlalchemy as sa
 from sqlmodel import Session, select
@@ -24,9 +25,13 @@ class Principal:
     id: str
     name: str
     role: Role
+    expires_at: datetime | None = None  # a login session's end; None: until revoked
 
     def can(self, *roles: Role) -> bool:
         return self.role is Role.admin or self.role in roles
+
+    def expired(self, now: datetime | None = None) -> bool:
+        return self.expires_at is not None and self.expires_at <= (now or utcnow())
 
 
 def digest(raw: str) -> str:
@@ -50,7 +55,7 @@ class PrincipalCache:
         if self.trusted is not None and not self.trusted():
             return None
         entry = self._entries.get(token_digest)
-        if entry is None or entry[0] < time.monotonic():
+        if entry is None or entry[0] < time.monotonic() or entry[1].expired():
             return None
         return entry[1]
 
@@ -77,11 +82,11 @@ class TokenService:
 
     def authenticate(self, session: Session, raw: str) -> Principal | None:
         token = session.exec(select(ApiToken).where(ApiToken.token_hash == digest(raw))).first()
-        if token is None or token.revoked_at is not None:
-            return None
-        if token.expires_at is not None and token.expires_at <= utcnow():
-            return None
-        return Principal(token.id, token.name, Role(token.role))
+        return _live(token)
+
+    def current(self, session: Session, token_id: str) -> Principal | None:
+        """The principal of token ``token_id`` if it still works (an open websocket's check)."""
+        return _live(session.get(ApiToken, token_id))
 
     def create(
         self, session: Session, *, name: str, role: Role, created_by: str
@@ -111,3 +116,12 @@ class TokenService:
         """Postgres: tell every replica at commit that tokens were revoked."""
         if session.get_bind().dialect.name == "postgresql":
             session.execute(sa.text(f"SELECT pg_notify('{TOKENS_CHANNEL}', '')"))
+
+
+def _live(token: ApiToken | None) -> Principal | None:
+    """The token's principal, or None when it is unknown, revoked or expired."""
+    if token is None or token.revoked_at is not None:
+        return None
+    if token.expires_at is not None and token.expires_at <= utcnow():
+        return None
+    return Principal(token.id, token.name, Role(token.role), token.expires_at)

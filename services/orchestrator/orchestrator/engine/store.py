@@ -61,6 +61,7 @@ _RUN_COLUMNS = (
     RUNS.c.human_rounds,
     RUNS.c.locked,
     RUNS.c.critique_depth,
+    RUNS.c.created_by,
 )
 _SELECT_RUN = sa.select(*_RUN_COLUMNS).where(RUNS.c.id == sa.bindparam("run_id"))
 
@@ -91,6 +92,7 @@ class RunState:
     human_rounds: int
     locked: list[str] | None
     critique_depth: str | None = None
+    created_by: str = ""  # the token that started it: whose lessons its prompts may get
 
 
 @dataclass(frozen=True)

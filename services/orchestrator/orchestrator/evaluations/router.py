@@ -6,13 +6,20 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, status
 
+from orchestrator.auth.service import Principal
 from orchestrator.db import Database
 from orchestrator.deps import Reader, ServiceCaller, SessionDep
 from orchestrator.evaluations.service import EvaluationService
 from shared.evaluations import Dataset, EvaluationCreate, EvaluationPublic
+from shared.orchestration import Role
 
 router = APIRouter(prefix="/v1/evaluations", tags=["evaluations"])
 service = EvaluationService()
+
+
+def publisher(caller: Principal) -> str | None:
+    """Whose evaluations a caller reads: a service its own; reviewers and admins all."""
+    return caller.id if caller.role is Role.service else None
 
 
 @router.post("", response_model=EvaluationPublic, status_code=status.HTTP_201_CREATED)
@@ -32,8 +39,9 @@ def list_evaluations(
     dataset: Annotated[Dataset | None, Query(description="Only this set, e.g. text.")] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
 ) -> list[EvaluationPublic]:
-    """Summaries, newest first (by the time the evaluation finished)."""
-    return service.listed(session, dataset=dataset, limit=limit)
+    """Summaries, newest first (by the time the evaluation finished); a service token gets
+    those it published, reviewers and admins every one."""
+    return service.listed(session, dataset=dataset, limit=limit, publisher=publisher(caller))
 
 
 @router.get(
@@ -51,5 +59,5 @@ def latest_evaluation(
     ] = None,
 ) -> EvaluationPublic:
     """The evaluation that finished last (of ``dataset``, or of any set but ``exclude``):
-    what the console's Metrics page shows."""
-    return service.latest(session, dataset=dataset, exclude=exclude)
+    what the console's Metrics page shows (a service token: of those it published)."""
+    return service.latest(session, dataset=dataset, exclude=exclude, publisher=publisher(caller))

@@ -85,9 +85,13 @@ class EvaluationService:
         dataset: str | None,
         limit: int,
         exclude: str | None = None,
+        publisher: str | None = None,
     ) -> list[EvaluationPublic]:
-        """Newest first: by the time the evaluation finished, then by when it arrived."""
+        """Newest first: by the time the evaluation finished, then by when it arrived;
+        ``publisher`` (a service's token id): only those it published."""
         query = select(Evaluation)
+        if publisher is not None:
+            query = query.where(col(Evaluation.published_by_id) == publisher)
         if dataset is not None:
             query = query.where(col(Evaluation.dataset) == dataset)
         if exclude is not None:
@@ -96,9 +100,14 @@ class EvaluationService:
         return [public(row) for row in session.exec(query)]
 
     def latest(
-        self, session: Session, *, dataset: str | None, exclude: str | None = None
+        self,
+        session: Session,
+        *,
+        dataset: str | None,
+        exclude: str | None = None,
+        publisher: str | None = None,
     ) -> EvaluationPublic:
-        found = self.listed(session, dataset=dataset, limit=1, exclude=exclude)
+        found = self.listed(session, dataset=dataset, limit=1, exclude=exclude, publisher=publisher)
         if not found:
             what = f" of the dataset {dataset}" if dataset is not None else ""
             if exclude is not None:

@@ -25,6 +25,9 @@ class EventHub:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._listening = False
         self._safety_poll_s = safety_poll_s
+        # bumped whenever tokens may have been revoked (here, or on another replica): every
+        # open websocket checks its token again before it sends anything more
+        self.tokens_generation = 0
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -69,6 +72,25 @@ class EventHub:
             self._wake(kinds)
         else:
             loop.call_soon_threadsafe(self._wake, kinds)
+
+    def tokens_changed(self) -> None:
+        """Tokens were revoked (this replica's revocation, or another's notification): wake
+        every subscriber so each websocket checks its token now. Safe from any thread."""
+        loop = self._loop
+        if loop is None:
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._revoked()
+        else:
+            loop.call_soon_threadsafe(self._revoked)
+
+    def _revoked(self) -> None:
+        self.tokens_generation += 1
+        self._wake(None)
 
     def _wake(self, kinds: frozenset[str] | None) -> None:
         for waiter, wanted in self._waiters.items():

@@ -7,7 +7,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session, select
 
-from orchestrator.tables import Event, table_of
+from orchestrator.tables import Event, ReviewItem, table_of
 from shared.errors import BadRequest
 from shared.orchestration import EventPublic
 
@@ -55,15 +55,21 @@ _AFTER = sa.select(
 ).where(_EVENTS.c.seq > sa.bindparam("since"))
 _OF_RUN = _EVENTS.c.run_id == sa.bindparam("run_id")
 _OF_TYPES = _EVENTS.c.type.in_(sa.bindparam("types", expanding=True))
-# One prebuilt statement per filter combination: (run_id given, types given).
+# A reviewer's scope: the events of runs that are or were in review (runs.service.in_review).
+_REVIEWS = table_of(ReviewItem)
+_IN_REVIEW = sa.exists().where(_REVIEWS.c.run_id == _EVENTS.c.run_id)
+# One prebuilt statement per filter combination: (run_id given, types given, in review only).
 _QUERIES = {
-    (with_run, with_types): _AFTER.where(
-        *([_OF_RUN] if with_run else []), *([_OF_TYPES] if with_types else [])
+    (with_run, with_types, reviewed): _AFTER.where(
+        *([_OF_RUN] if with_run else []),
+        *([_OF_TYPES] if with_types else []),
+        *([_IN_REVIEW] if reviewed else []),
     )
     .order_by(_EVENTS.c.seq)
     .limit(sa.bindparam("limit"))
     for with_run in (False, True)
     for with_types in (False, True)
+    for reviewed in (False, True)
 }
 MAX_TYPES = 20
 
@@ -87,8 +93,10 @@ def events_after(
     run_id: str | None = None,
     types: list[str] | None = None,
     limit: int = 500,
+    reviewed: bool = False,
 ) -> list[EventPublic]:
-    """Events after ``since``, oldest first, of one run and of the given types when asked.
+    """Events after ``since``, oldest first, of one run and of the given types when asked
+    (``reviewed``: only of runs that are or were in review, a reviewer's scope).
     A Core read: every websocket wake-up runs it, so a client that needs one event type
     has the others filtered in SQL instead of serialised, sent and parsed."""
     params: dict[str, Any] = {"since": since, "limit": limit}
@@ -96,7 +104,7 @@ def events_after(
         params["run_id"] = run_id
     if types:
         params["types"] = types
-    query = _QUERIES[(run_id is not None, bool(types))]
+    query = _QUERIES[(run_id is not None, bool(types), reviewed)]
     rows = session.connection().execute(query, params)
     return [EventPublic(**row._asdict()) for row in rows]
 
@@ -104,15 +112,19 @@ def events_after(
 _NEWEST_SEQ = sa.select(sa.func.max(_EVENTS.c.seq))
 _OF_TYPE = _EVENTS.c.type == sa.bindparam("type")
 _UPTO = _EVENTS.c.seq <= sa.bindparam("upto")
-# (run_id given, one type or several)
+# (run_id given, one type or several, in review only)
 _FOLLOW = {
-    (with_run, one): _AFTER.where(
-        _UPTO, _OF_TYPE if one else _OF_TYPES, *([_OF_RUN] if with_run else [])
+    (with_run, one, reviewed): _AFTER.where(
+        _UPTO,
+        _OF_TYPE if one else _OF_TYPES,
+        *([_OF_RUN] if with_run else []),
+        *([_IN_REVIEW] if reviewed else []),
     )
     .order_by(_EVENTS.c.seq)
     .limit(sa.bindparam("limit"))
     for with_run in (False, True)
     for one in (False, True)
+    for reviewed in (False, True)
 }
 
 
@@ -123,6 +135,7 @@ def follow_types(
     types: list[str],
     run_id: str | None = None,
     limit: int = 500,
+    reviewed: bool = False,
 ) -> tuple[list[EventPublic], int, bool]:
     """For a live feed of a few event types: the matching events after ``since``, the
     sequence number read up to, and whether more may follow at once (a full batch).
@@ -143,7 +156,7 @@ def follow_types(
         params["types"] = types
     if run_id is not None:
         params["run_id"] = run_id
-    rows = list(conn.execute(_FOLLOW[(run_id is not None, one)], params))
+    rows = list(conn.execute(_FOLLOW[(run_id is not None, one, reviewed)], params))
     events = [EventPublic(**row._asdict()) for row in rows]
     if len(rows) >= limit:
         return events, rows[-1].seq, True

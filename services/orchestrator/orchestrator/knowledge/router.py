@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, status
 
+from orchestrator.auth.service import Principal
 from orchestrator.db import Database
 from orchestrator.deps import Admin, Reader, SessionDep
 from orchestrator.knowledge.schemas import (
@@ -16,8 +17,14 @@ from orchestrator.knowledge.schemas import (
 )
 from orchestrator.knowledge.service import KnowledgeService, public
 from shared.contracts import KnowledgeKind, ProfileName
+from shared.orchestration import Role
 
 router = APIRouter(prefix="/v1/knowledge", tags=["knowledge"])
+
+
+def tenant_of(caller: Principal) -> str | None:
+    """Whose lessons a caller sees: a service its own; reviewers and admins every one."""
+    return caller.id if caller.role is Role.service else None
 
 
 def _service(request: Request) -> KnowledgeService:
@@ -44,9 +51,14 @@ def list_entries(
     limit: Annotated[int, Query(ge=1, le=1000)] = 200,
 ) -> list[KnowledgePublic]:
     """Entries, newest first; ``profile`` keeps those for that profile (and for every one);
-    ``kind=lesson`` lists the lessons reviewers promoted."""
+    ``kind=lesson`` lists the lessons reviewers promoted (a service: of its own runs)."""
     return _service(request).listed(
-        session, kind=kind, profile=profile, include_retired=include_retired, limit=limit
+        session,
+        kind=kind,
+        profile=profile,
+        include_retired=include_retired,
+        limit=limit,
+        tenant=tenant_of(caller),
     )
 
 
@@ -59,18 +71,21 @@ async def search_entries(
     tag: Annotated[list[str], Query(max_length=20)] = [],  # noqa: B006  (FastAPI copies it)
 ) -> list[KnowledgeMatch]:
     """What the Actor and the Critic would receive for a task with this text (and these run
-    tags): the top entries above the threshold, best first, with their scores."""
+    tags): the top entries above the threshold, best first, with their scores (a service: for
+    its own runs; a reviewer or an admin: counting every tenant's lessons)."""
     db: Database = request.app.state.db
     service = _service(request)
     vector = await service.query_vector(db, q)
-    return await db.read(lambda s: service.search(s, q, profile, tag, vector))
+    tenant = tenant_of(caller)
+    return await db.read(lambda s: service.search(s, q, profile, tag, vector, tenant))
 
 
 @router.get("/{entry_id}", response_model=KnowledgePublic)
 def get_entry(
     entry_id: str, caller: Reader, session: SessionDep, request: Request
 ) -> KnowledgePublic:
-    return public(_service(request).load(session, entry_id))
+    tenant = tenant_of(caller)
+    return public(_service(request).load(session, entry_id, tenant), tenant)
 
 
 @router.patch("/{entry_id}", response_model=KnowledgePublic)

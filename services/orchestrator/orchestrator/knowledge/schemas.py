@@ -82,6 +82,14 @@ class KnowledgePublic(WireModel):
     source_run_id: str | None = Field(
         default=None, description="A lesson's run: where the reviewer wrote the comment."
     )
+    owner: str | None = Field(
+        default=None,
+        description="A lesson's tenant: the token that started its source run, whose runs it "
+        "reaches; null: every run (pack and admin entries). Shown to its owner and to people.",
+    )
+    shared: bool = Field(
+        default=False, description="An admin offered this lesson to every tenant's runs."
+    )
     uses: int = Field(default=0, description="Runs whose Actor received it.")
     created_at: datetime
     updated_at: datetime

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, or_, select
 
 from orchestrator.db import Database
 from orchestrator.engine import store
@@ -42,7 +42,10 @@ class PackError(ConfigurationError):
     """A pack file that cannot be loaded; the message names the file and the field."""
 
 
-def public(entry: KnowledgeEntry) -> KnowledgePublic:
+def public(entry: KnowledgeEntry, tenant: str | None = None) -> KnowledgePublic:
+    """The entry as ``tenant`` (a service's token id; None: a reviewer or an admin) sees it:
+    the source run of a lesson only its owner and people see."""
+    own = tenant is None or entry.owner == tenant
     return KnowledgePublic(
         id=entry.id,
         kind=KnowledgeKind(entry.kind),
@@ -54,7 +57,9 @@ def public(entry: KnowledgeEntry) -> KnowledgePublic:
         author=entry.author,
         retired=entry.retired,
         scope=entry.scope,
-        source_run_id=entry.source_run_id,
+        source_run_id=entry.source_run_id if own else None,
+        owner=entry.owner if own else None,
+        shared=entry.shared,
         uses=entry.uses,
         created_at=entry.created_at,
         updated_at=entry.updated_at,
@@ -113,6 +118,12 @@ def lesson_title(content: str) -> str:
 def in_scope(entry: KnowledgeEntry, tags: list[str] | None) -> bool:
     """``global`` entries apply to every run; a tag-scoped one only to runs with that tag."""
     return entry.scope == "global" or entry.scope in (tags or [])
+
+
+def owned_by(entry: KnowledgeEntry, tenant: str | None) -> bool:
+    """Whether ``tenant`` (the token that started a run; None: any) may get the entry: an
+    owned lesson only its owner's runs unless shared, an unowned entry every run."""
+    return tenant is None or entry.owner is None or entry.shared or entry.owner == tenant
 
 
 class KnowledgeService:
@@ -182,7 +193,9 @@ class KnowledgeService:
         if chosen is None and run.lessons_used is None and stage == "draft":
             policy = Policy.model_validate(run.policy)
             profile = profile_for(policy.profile, TaskKind(run.kind))
-            ranked = self._ranked(session, run.task, profile, run.tags or [], vector)
+            ranked = self._ranked(
+                session, run.task, profile, run.tags or [], vector, run.created_by
+            )
             for entry, _ in ranked:
                 entry.uses += 1
                 session.add(entry)
@@ -209,7 +222,7 @@ class KnowledgeService:
         knowledge; an entry edited later reaches later runs."""
         if run.critic_notes is not None:
             return [KnowledgeNote.model_validate(n) for n in run.critic_notes]
-        notes = self.relevant(session, run.task, profile, run.tags or [], vector)
+        notes = self.relevant(session, run.task, profile, run.tags or [], vector, run.created_by)
         store.update_run(session, run, store.RunChanges({"critic_notes": _kept(notes)}))
         return notes
 
@@ -230,8 +243,10 @@ class KnowledgeService:
         author: str,
         source_task: str,
         source_run_id: str | None,
+        owner: str | None,
     ) -> KnowledgeEntry:
-        """Keep a reviewer's comment as a ``lesson`` entry for similar future tasks."""
+        """Keep a reviewer's comment as a ``lesson`` entry for similar future tasks of
+        ``owner`` (the token that started the run; None: every run)."""
         entry = KnowledgeEntry(
             id=new_id("les"),
             kind=KnowledgeKind.lesson.value,
@@ -243,6 +258,7 @@ class KnowledgeService:
             scope=scope,
             source_task=source_task,
             source_run_id=source_run_id,
+            owner=owner,
         )
         session.add(entry)
         session.flush()
@@ -263,10 +279,20 @@ class KnowledgeService:
         session.flush()
         return public(entry)
 
-    def load(self, session: Session, entry_id: str) -> KnowledgeEntry:
+    def load(self, session: Session, entry_id: str, tenant: str | None = None) -> KnowledgeEntry:
+        """The entry; another tenant's lesson is as absent as an unknown id (404)."""
         entry = session.get(KnowledgeEntry, entry_id)
-        if entry is None:
+        if entry is None or not owned_by(entry, tenant):
             raise NotFound(f"no knowledge entry {entry_id}")
+        return entry
+
+    def share(self, session: Session, entry_id: str) -> KnowledgeEntry:
+        """An admin's choice: the lesson reaches every tenant's runs from now on."""
+        entry = self.load(session, entry_id)
+        entry.shared = True
+        entry.updated_at = utcnow()
+        session.add(entry)
+        session.flush()
         return entry
 
     def listed(
@@ -277,8 +303,17 @@ class KnowledgeService:
         profile: str | None,
         include_retired: bool,
         limit: int,
+        tenant: str | None = None,
     ) -> list[KnowledgePublic]:
         query = select(KnowledgeEntry)
+        if tenant is not None:  # a service: unowned entries and its own lessons
+            query = query.where(
+                or_(
+                    col(KnowledgeEntry.owner).is_(None),
+                    col(KnowledgeEntry.shared),
+                    col(KnowledgeEntry.owner) == tenant,
+                )
+            )
         if kind is not None:
             query = query.where(col(KnowledgeEntry.kind) == kind.value)
         if not include_retired:
@@ -288,7 +323,7 @@ class KnowledgeService:
         for entry in rows:
             if profile is not None and entry.profiles and profile not in entry.profiles:
                 continue
-            out.append(public(entry))
+            out.append(public(entry, tenant))
             if len(out) == limit:
                 break
         return out
@@ -317,10 +352,13 @@ class KnowledgeService:
         profile: str | None,
         tags: list[str] | None = None,
         vector: list[float] | None = None,
+        tenant: str | None = None,
     ) -> list[KnowledgeNote]:
-        """At most ``top`` active entries for this profile and these run tags whose score
-        clears the threshold, best first."""
-        return [note(entry) for entry, _ in self._ranked(session, text, profile, tags, vector)]
+        """At most ``top`` active entries for this profile, these run tags and this tenant
+        whose score clears the threshold, best first."""
+        return [
+            note(entry) for entry, _ in self._ranked(session, text, profile, tags, vector, tenant)
+        ]
 
     def search(
         self,
@@ -329,16 +367,23 @@ class KnowledgeService:
         profile: str | None,
         tags: list[str] | None = None,
         vector: list[float] | None = None,
+        tenant: str | None = None,
     ) -> list[KnowledgeMatch]:
         return [
-            KnowledgeMatch(entry=public(entry), score=round(score, 6))
-            for entry, score in self._ranked(session, text, profile, tags, vector)
+            KnowledgeMatch(entry=public(entry, tenant), score=round(score, 6))
+            for entry, score in self._ranked(session, text, profile, tags, vector, tenant)
         ]
 
     def _fits(
-        self, entry: KnowledgeEntry | None, profile: str | None, tags: list[str] | None
+        self,
+        entry: KnowledgeEntry | None,
+        profile: str | None,
+        tags: list[str] | None,
+        tenant: str | None = None,
     ) -> bool:
         if entry is None or entry.retired or not in_scope(entry, tags):
+            return False
+        if not owned_by(entry, tenant):
             return False
         return profile is None or not entry.profiles or profile in entry.profiles
 
@@ -349,15 +394,16 @@ class KnowledgeService:
         profile: str | None,
         tags: list[str] | None,
         vector: list[float] | None,
+        tenant: str | None = None,
     ) -> list[tuple[KnowledgeEntry, float]]:
         if vector is not None:
-            return self._ranked_by_vector(session, text, profile, tags, vector)
+            return self._ranked_by_vector(session, text, profile, tags, vector, tenant)
         out: list[tuple[KnowledgeEntry, float]] = []
         for hit in index.search(session, text, CANDIDATES):
             if hit.score < self.min_score:
                 break
             entry = session.get(KnowledgeEntry, hit.id)
-            if entry is None or not self._fits(entry, profile, tags):
+            if entry is None or not self._fits(entry, profile, tags, tenant):
                 continue
             out.append((entry, hit.score))
             if len(out) == self.top:
@@ -371,6 +417,7 @@ class KnowledgeService:
         profile: str | None,
         tags: list[str] | None,
         vector: list[float],
+        tenant: str | None = None,
     ) -> list[tuple[KnowledgeEntry, float]]:
         """Entries whose cosine with the query clears ``min_similarity``, ranked by that
         cosine plus a share of their text-index score (relative to the best one)."""
@@ -379,7 +426,7 @@ class KnowledgeService:
         scored: list[tuple[float, str, KnowledgeEntry]] = []
         rows = session.exec(select(KnowledgeEntry).where(col(KnowledgeEntry.retired).is_(False)))
         for entry in rows:
-            if not self._fits(entry, profile, tags) or not entry.embedding:
+            if not self._fits(entry, profile, tags, tenant) or not entry.embedding:
                 continue
             similarity = cosine(vector, entry.embedding)
             if similarity < self.min_similarity:

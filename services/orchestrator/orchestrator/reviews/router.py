@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Header, Query, Request
 
 from orchestrator.db import Database
-from orchestrator.deps import Reader, Reviewer, SessionDep
+from orchestrator.deps import Admin, Reader, Reviewer, SessionDep
 from orchestrator.engine.launch import start_segment
 from orchestrator.reviews import lessons
 from orchestrator.reviews.service import ReviewService
@@ -21,6 +21,7 @@ from shared.orchestration import (
     ReviewPublic,
     ReviewStatus,
     ReviewSummary,
+    Role,
 )
 
 router = APIRouter(prefix="/v1/reviews", tags=["reviews"])
@@ -73,7 +74,8 @@ async def claim_review(
 
 @router.post("/{review_id}/release", response_model=ReviewSummary)
 async def release_review(review_id: str, reviewer: Reviewer, request: Request) -> ReviewSummary:
-    """Give an item back to the queue."""
+    """Give an item back to the queue: its holder, or an admin whoever holds it (another
+    reviewer gets a 409)."""
     db: Database = request.app.state.db
     summary = await db.run(lambda s: service.release(s, reviewer, review_id))
     request.app.state.hub.notify()
@@ -112,8 +114,10 @@ def list_lessons(
     include_retired: bool = False,
 ) -> list[LessonPublic]:
     """Lessons reviewers kept, newest first, with how often runs used them (the knowledge
-    entries of kind `lesson`, also listed by `GET /v1/knowledge?kind=lesson`)."""
-    return lessons.listed(session, scope, include_retired)
+    entries of kind `lesson`, also listed by `GET /v1/knowledge?kind=lesson`). A service
+    sees the lessons of its own runs and those an admin shared (without their source run)."""
+    tenant = caller.id if caller.role is Role.service else None
+    return lessons.listed(session, scope, include_retired, tenant)
 
 
 @lessons_router.post("/{lesson_id}/retire", response_model=LessonPublic)
@@ -121,3 +125,10 @@ async def retire_lesson(lesson_id: str, reviewer: Reviewer, request: Request) ->
     """Stop offering a lesson to new runs (runs that used it keep the record)."""
     db: Database = request.app.state.db
     return await db.run(lambda s: lessons.retire(s, lesson_id))
+
+
+@lessons_router.post("/{lesson_id}/share", response_model=LessonPublic)
+async def share_lesson(lesson_id: str, admin: Admin, request: Request) -> LessonPublic:
+    """Offer a lesson to every tenant's runs, not only its owner's (admin)."""
+    db: Database = request.app.state.db
+    return await db.run(lambda s: lessons.share(s, lesson_id))

@@ -211,20 +211,50 @@ class ReviewService:
         return self._summary(item, records.load_run(session, item.run_id).task, now)
 
     def release(self, session: Session, principal: Principal, review_id: str) -> ReviewSummary:
+        """Give a claimed item back: its holder, or an admin whoever holds it."""
         item = self._load(session, review_id, lock=True)
         now = utcnow()
-        if (
-            effective_status(item, now) is not ReviewStatus.claimed
-            or item.claimed_by != principal.id
-        ):
-            raise Conflict(f"review {review_id} is not claimed by you")
+        if effective_status(item, now) is not ReviewStatus.claimed:
+            raise Conflict(f"review {review_id} is not claimed")
+        if item.claimed_by != principal.id and principal.role is not Role.admin:
+            raise Conflict(
+                f"review {review_id} is claimed by {item.claimed_by_name or item.claimed_by}: "
+                "only they or an admin can release it"
+            )
+        by = None if item.claimed_by == principal.id else principal.id
+        self._free(session, item, by=by)
+        return self._summary(item, records.load_run(session, item.run_id).task, now)
+
+    def release_claims_of(self, session: Session, holder_id: str) -> int:
+        """Give back every item token ``holder_id`` holds (it was revoked): nobody else
+        could take them until the lease lapsed. How many it gave back."""
+        query = (
+            select(ReviewItem)
+            .where(
+                col(ReviewItem.claimed_by) == holder_id,
+                col(ReviewItem.status) == ReviewStatus.claimed.value,
+            )
+            .with_for_update()
+        )
+        items = list(session.exec(query))
+        for item in items:
+            self._free(session, item, by=None, reason="token revoked")
+        return len(items)
+
+    @staticmethod
+    def _free(
+        session: Session, item: ReviewItem, *, by: str | None, reason: str | None = None
+    ) -> None:
+        holder = item.claimed_by
         item.status = ReviewStatus.pending.value
         item.claimed_by = None
         item.claimed_by_name = None
         item.lease_expires_at = None
         session.add(item)
-        append_event(session, item.run_id, "review.released", {"review_id": item.id})
-        return self._summary(item, records.load_run(session, item.run_id).task, now)
+        data: dict[str, object] = {"review_id": item.id}
+        if by is not None or reason is not None:  # not the holder's own release
+            data.update(holder=holder, by=by, reason=reason or "released by an admin")
+        append_event(session, item.run_id, "review.released", data)
 
     def decide(
         self,

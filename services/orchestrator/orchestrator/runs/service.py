@@ -64,13 +64,19 @@ def visible_runs(principal: Principal) -> sa.ColumnElement[bool] | None:
     return in_review()
 
 
-def check_event_scope(session: Session, principal: Principal, run_id: str | None) -> None:
-    """A service token reads the events of one of its own runs (``run_id``), nothing else."""
-    if principal.role is not Role.service:
-        return
-    if run_id is None:
+def check_event_scope(session: Session, principal: Principal, run_id: str | None) -> bool:
+    """Events follow run visibility (``visible_runs``): a service reads the events of one
+    of its own runs (``run_id``), a reviewer those of runs in review, an admin all. Another
+    run's ``run_id`` is a 404. True: keep only the events of runs in review (a reviewer
+    reading every run's events)."""
+    if principal.role is Role.admin:
+        return False
+    if run_id is not None:
+        load_visible(session, principal, run_id)
+        return False
+    if principal.role is Role.service:
         raise Forbidden("a service token reads the events of its own runs: pass run_id")
-    load_visible(session, principal, run_id)
+    return True
 
 
 def load_visible(session: Session, principal: Principal, run_id: str) -> Run:

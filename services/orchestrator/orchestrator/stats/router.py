@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 
 from orchestrator.deps import Reader, SessionDep
 from orchestrator.stats.service import StatsService
-from shared.orchestration import StatsPublic
+from shared.orchestration import Role, StatsPublic
 
 router = APIRouter(prefix="/v1/stats", tags=["stats"])
 service = StatsService()
@@ -28,5 +28,7 @@ def get_stats(
     ] = None,
 ) -> StatsPublic:
     """Runs by status and stop reason, rounds per run, adoption, and per-provider calls,
-    latency, tokens and cost, computed from the database (so they survive restarts)."""
-    return service.compute(session, since)
+    latency, tokens and cost, computed from the database (so they survive restarts). A
+    service token gets the figures of its own runs; reviewers and admins of every run."""
+    owner = caller.id if caller.role is Role.service else None
+    return service.compute(session, since, owner)

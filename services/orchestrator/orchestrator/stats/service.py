@@ -101,9 +101,14 @@ class StatsService:
     def __init__(self, max_calls: int = MAX_CALLS) -> None:
         self.max_calls = max_calls
 
-    def compute(self, session: Session, since: datetime | None) -> StatsPublic:
+    def compute(
+        self, session: Session, since: datetime | None, owner: str | None = None
+    ) -> StatsPublic:
+        """Over every run, or over the runs ``owner`` (a service's token id) started."""
         since = normalize_since(since)
         recent = [col(Run.created_at) >= since] if since is not None else []
+        if owner is not None:  # every query below reads runs (or joins them)
+            recent.append(col(Run.created_by) == owner)
         finished = col(Run.status).in_([s.value for s in FINAL_STATUSES])
 
         by_status = {
