@@ -52,6 +52,7 @@ NO_TOKEN = "no API token: run `crosscheck up` first, or set CROSSCHECK_TOKEN"
 
 # How long a websocket may keep failing (consecutive attempts) before we poll instead.
 WS_ATTEMPTS = 3
+TOKEN_ENDED_CODES = (4401, 1008)  # the server closed the socket because its token ended
 WS_BACKOFF_S = (0.2, 0.5, 1.0)
 WS_RECV_TICK_S = 1.0  # wake up this often while waiting, so Ctrl-C is prompt
 POLL_S = 0.5
@@ -539,7 +540,18 @@ class CrosscheckClient:
                 # The server refused the handshake (auth, proxy): polling tells the reason.
                 notice(f"websocket refused ({exc.response.status_code}); polling instead")
                 break
-            except (ConnectionClosed, WebSocketException, OSError, ValidationError) as exc:
+            except ConnectionClosed as exc:
+                if exc.rcvd is not None and exc.rcvd.code in TOKEN_ENDED_CODES:
+                    # the token was revoked or expired: reconnecting is refused; the poll
+                    # below raises the API's own 401 with its message
+                    notice(f"websocket closed: {exc.rcvd.reason or 'token no longer valid'}")
+                    break
+                failures += 1
+                if failures >= WS_ATTEMPTS:
+                    notice(f"websocket unavailable ({type(exc).__name__}); polling instead")
+                    break
+                time.sleep(WS_BACKOFF_S[min(failures, len(WS_BACKOFF_S)) - 1])
+            except (WebSocketException, OSError, ValidationError) as exc:
                 failures += 1
                 if failures >= WS_ATTEMPTS:
                     notice(f"websocket unavailable ({type(exc).__name__}); polling instead")

@@ -308,6 +308,37 @@ class TestLiveEvents:
         assert len(urls) == 2
         assert urls[1].endswith(f"since={stored[1]['seq']}")
 
+    async def test_a_revoked_token_ends_the_follow_with_the_apis_401(self, url, api, fake_model):
+        """The server closes the socket (4401) when its token is revoked: the client does not
+        reconnect, it says why and raises the API's own Unauthorized."""
+        fake_model.script({"stage": "draft", "fault": {"delay_s": 30}})  # the run stays busy
+        made = await api.post("/v1/tokens", json={"name": "follower", "role": "service"})
+        assert made.status_code == 201, made.text
+        token = made.json()
+        created = await api.post(
+            "/v1/runs", json={"task": SKY}, headers={"Authorization": f"Bearer {token['token']}"}
+        )
+        assert created.status_code == 201, created.text
+        notices: list[str] = []
+        seen: list[str] = []
+
+        def follow() -> None:
+            with CrosscheckClient(resolve_settings(url, token["token"])) as client:
+                for event in client.follow(created.json()["id"], on_notice=notices.append):
+                    seen.append(event.type)
+
+        following = asyncio.create_task(asyncio.to_thread(follow))
+        deadline = asyncio.get_running_loop().time() + 60
+        while not seen:  # the socket is open and streaming
+            assert asyncio.get_running_loop().time() < deadline, notices
+            await asyncio.sleep(0.05)
+        revoked = await api.delete(f"/v1/tokens/{token['id']}")
+        assert revoked.status_code == 204, revoked.text
+        with pytest.raises(client_module.Unauthorized):
+            await asyncio.wait_for(following, 60)
+        assert len(notices) == 1
+        assert notices[0].startswith("websocket closed:")
+
     async def test_without_a_websocket_it_polls(self, url, api, monkeypatch):
         def refused(*args, **kwargs):
             raise ConnectionRefusedError("no websocket here")
