@@ -494,8 +494,10 @@ class TestNoService:
 async def test_a_bad_research_policy_field_is_a_422_naming_it(api, field, value):
     response = await api.post("/v1/runs", json={"task": "Golden Gate?", "policy": {field: value}})
     assert response.status_code == 422, response.text
-    assert field in response.text
-    assert "valid boolean" in response.text
+    [problem] = response.json()["detail"]
+    assert problem["loc"] == ["body", "policy", field]
+    assert problem["type"] == "bool_type"
+    assert "true or false" in problem["msg"] or "valid boolean" in problem["msg"]
 
 
 def test_the_research_budget_setting_is_bounded(service_token):
