@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, ValidationInfo, field_validator, model_validator
 
-from shared.contracts import WireModel
+from shared.contracts import PrintableName, WireModel
 
 EvalMode = Literal["single", "self", "cross", "critic"]
 EVAL_MODES: tuple[EvalMode, ...] = ("single", "self", "cross", "critic")
@@ -30,7 +30,7 @@ MAX_CONFIG_BYTES = 16_384
 MAX_COUNT = 10_000_000
 
 Dataset = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,49}$")]
-ModelName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+ModelName = PrintableName  # shown on the Metrics page: no control or formatting characters
 Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
 Share = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 Amount = Annotated[float, Field(ge=0.0, le=1e12, allow_inf_nan=False)]

@@ -1,6 +1,7 @@
 """Input rules every DTO keeps: a bool is JSON true or false, a number is not a bool, a float
 is finite, and a name a person reads is printable. Each refusal is a 422 naming the field."""
 
+import copy
 import json
 
 import pytest
@@ -99,6 +100,14 @@ class TestPrintableNames:
         entry = {"kind": "lesson", "title": name, "body": "Two a day."}
         refused = await api.post("/v1/knowledge", **raw_json(json.dumps(entry)))
         assert "must be printable" in refused_at(refused, "title")
+
+    async def test_an_evaluations_model_name_with_a_format_character_is_a_422(self, api):
+        from tests.orchestrator.test_evaluations import SUMMARY
+
+        body = copy.deepcopy(SUMMARY)
+        body["modes"][0]["actor"] = ["openai/gpt\u202ereverse"]
+        refused = await api.post("/v1/evaluations", **raw_json(json.dumps(body)))
+        assert "must be printable" in refused_at(refused, "modes", "0", "actor", "0")
 
     @pytest.mark.parametrize("name", ["ci-bot", "Zoë's laptop", "日本語", "émoji 🚀", "a b"])
     def test_printable_names_of_any_script_pass(self, name):
