@@ -3,6 +3,7 @@ is finite, and a name a person reads is printable. Each refusal is a 422 naming 
 
 import copy
 import json
+from typing import Any
 
 import pytest
 
@@ -104,7 +105,7 @@ class TestPrintableNames:
     async def test_an_evaluations_model_name_with_a_format_character_is_a_422(self, api):
         from tests.orchestrator.test_evaluations import SUMMARY
 
-        body = copy.deepcopy(SUMMARY)
+        body: dict[str, Any] = copy.deepcopy(SUMMARY)
         body["modes"][0]["actor"] = ["openai/gpt\u202ereverse"]
         refused = await api.post("/v1/evaluations", **raw_json(json.dumps(body)))
         assert "must be printable" in refused_at(refused, "modes", "0", "actor", "0")
