@@ -15,6 +15,7 @@ with the command's status.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -28,8 +29,18 @@ ECHO_WINDOW_S = 1.0
 DEFAULT_COMMAND = [str(Path(__file__).resolve().parent.parent / ".venv/bin/crosscheck"), "up"]
 
 
-def _unblock() -> None:  # in the child, before exec: the blocked mask would be inherited
+_PR_SET_PDEATHSIG = 1
+
+
+def _prepare() -> None:
+    """In the child, before exec: unblock the signals (the blocked mask would be inherited),
+    and ask for a SIGTERM should this process die, even by ``kill -9`` of the whole group
+    (the command is in a group of its own, so it would outlive it). Linux only."""
     signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
 
 
 def main(command: list[str]) -> int:
@@ -37,7 +48,7 @@ def main(command: list[str]) -> int:
     # Blocked, then collected with sigtimedwait, which tells who sent each one.
     signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
     # Its own group: a group signal reaches it through this process only, once.
-    child = subprocess.Popen(command, preexec_fn=_unblock, process_group=0)
+    child = subprocess.Popen(command, preexec_fn=_prepare, process_group=0)
     last_other_signal = -ECHO_WINDOW_S
     while child.poll() is None:
         info = signal.sigtimedwait(SIGNALS, 0.2)

@@ -1,5 +1,5 @@
 """`make run`: it installs no dev tool, and scripts/up.py hands each SIGTERM to `crosscheck up`
-once, whether the operator signals the process group or make alone."""
+once, whether the operator signals the process group, make alone or up.py alone."""
 
 from __future__ import annotations
 
@@ -77,7 +77,9 @@ child.wait()
 """
 
 
-@pytest.mark.parametrize("target", ["process group", "make alone", "up.py alone"])
+@pytest.mark.parametrize(
+    "target", ["process group", "make alone", "up.py alone", "process group, kill -9"]
+)
 @pytest.mark.parametrize("make", ["GNU make", "slow make"])
 def test_a_sigterm_reaches_the_command_once(tmp_path, make, target):
     (tmp_path / "counter.py").write_text(COUNTER)
@@ -94,6 +96,8 @@ def test_a_sigterm_reaches_the_command_once(tmp_path, make, target):
         up = int(wait_for(out, "ready").split()[1])  # the command's parent: scripts/up.py
         if target == "process group":
             os.killpg(parent.pid, signal.SIGTERM)  # it leads its own group (new session)
+        elif target == "process group, kill -9":  # make and up.py die; the command stops
+            os.killpg(parent.pid, signal.SIGKILL)
         elif target == "make alone":
             os.kill(parent.pid, signal.SIGTERM)
         else:  # `kill <pid of scripts/up.py>` from anyone, here this test
