@@ -489,6 +489,10 @@ class CrosscheckClient:
     def trajectory(self, run_id: str) -> Trajectory:
         return self._parse(Trajectory, self._request("GET", f"/v1/runs/{run_id}/trajectory"))
 
+    def cancel_run(self, run_id: str) -> RunCreated:
+        """Cancel a run (service or admin token): a paused one ends at once."""
+        return self._parse(RunCreated, self._request("POST", f"/v1/runs/{run_id}/cancel"))
+
     def events(self, since: int = 0, run_id: str | None = None) -> list[EventPublic]:
         """Stored events after ``since``, oldest first (one page)."""
         params: dict[str, str | int] = {"since": since}

@@ -84,7 +84,41 @@ def money(value: float | None) -> str:
 
 
 def plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+    """``1 issue``, ``3 issues``; ``3 uncertainties``, ``2 passes`` (the last word inflects)."""
+    if n == 1:
+        return f"{n} {word}"
+    if word.endswith("y") and word[-2:-1] not in ("a", "e", "i", "o", "u"):
+        return f"{n} {word[:-1]}ies"
+    if word.endswith(("s", "x", "z", "ch", "sh")):
+        return f"{n} {word}es"
+    return f"{n} {word}s"
+
+
+def rollbacks(count: object) -> str:
+    return plural(count, "rollback") if isinstance(count, int) else f"{count or '?'} rollback(s)"
+
+
+def version_round(run: RunPublic) -> int | None:
+    """The round that wrote the version the run ended on: the final round, or the earlier one
+    whose version it kept (a revision that shrank twice is replaced by its predecessor)."""
+    by_number = {r.number: r for r in run.rounds}
+    number = run.final_round
+    if number is None or number not in by_number:
+        return number
+    while number - 1 in by_number and (
+        by_number[number - 1].output_hash == by_number[number].output_hash
+    ):
+        number -= 1
+    return number
+
+
+def final_round_text(run: RunPublic) -> str:
+    """``round 2``, or ``round 1's version, kept in round 2``: never a round's number beside a
+    detail that says another round's version was kept."""
+    written = version_round(run)
+    if written is None or written == run.final_round:
+        return f"round {run.final_round}"
+    return f"round {written}'s version, kept in round {run.final_round}"
 
 
 def when(moment: datetime | None) -> str:
@@ -152,7 +186,7 @@ def event_line(event: EventPublic) -> Text | None:
         if data.get("stop_reason"):
             line.append(f"  stop reason {data['stop_reason']}")
         if data.get("final_round"):
-            line.append(f", final round {data['final_round']}")
+            line.append(f", ended in round {data['final_round']}")
         if data.get("detail"):
             line.append(f"  {data['detail']}", style="dim")
         return line
@@ -239,7 +273,7 @@ def _header_rows(run: RunPublic) -> list[tuple[str, str | Text]]:
         rows.append(("detail", run.detail))
     rounds = str(len(run.rounds))
     if run.final_round:
-        rounds += f" (final round {run.final_round})"
+        rounds += f" (final: {final_round_text(run)})"
     rows += [
         ("rounds", rounds),
         ("tokens", f"{run.input_tokens:,} in / {run.output_tokens:,} out"),
@@ -273,7 +307,7 @@ def render_outcome(console: Console, run: RunPublic) -> None:
     if output is None and run.rounds:
         output, title = run.rounds[-1].output, f"latest output (round {run.rounds[-1].number})"
     else:
-        title = f"final output (round {run.final_round})"
+        title = f"final output ({final_round_text(run)})"
     if output is None:
         console.print(Text("no output was produced", style="dim"))
     else:
@@ -414,8 +448,8 @@ def _discipline(round_: RoundPublic) -> list[RenderableType]:
         guard = round_.over_correction
         parts.append(
             Text(
-                f"over-correction: {guard.get('reason', '?')}, {guard.get('rollbacks', '?')} "
-                f"rollback(s), kept {guard.get('kept', '?')}",
+                f"over-correction: {guard.get('reason', '?')}, "
+                f"{rollbacks(guard.get('rollbacks'))}, kept {guard.get('kept', '?')}",
                 style="yellow",
             )
         )

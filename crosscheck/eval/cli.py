@@ -35,8 +35,9 @@ ModeOption = Annotated[
     list[str] | None,
     typer.Option(
         "--mode",
-        help="single (one Actor call: the draft round of a run), self (the Critic on the "
-        "Actor's provider) or cross (the Critic on the other provider); repeatable, each "
+        help="single (one Actor call: the draft round of a run, which pauses before its "
+        "critique and is cancelled once measured, so no Critic is asked), self (the Critic on "
+        "the Actor's provider) or cross (the Critic on the other provider); repeatable, each "
         "mode runs every item. Default: single and cross.",
         show_default=False,
     ),
@@ -336,7 +337,8 @@ def register(evaluate: typer.Typer) -> None:
             typer.Option(
                 "--set",
                 help="A text set (TOML) in the shipped one's format (default: the "
-                "shipped set, 40 tasks over the five critic profiles).",
+                "shipped set, 40 tasks over five topics: general, code, support, legal, "
+                "medical; the code ones are prose about code, critiqued as general text).",
                 exists=True,
                 dir_okay=False,
                 show_default=False,

@@ -2,9 +2,11 @@
 
 * ``single``: one Actor call. No run policy skips the Critic (``max_rounds`` is at least 1
   and every version that could ship is critiqued), so a ``single`` item is a run with
-  ``max_rounds: 1`` and the harness measures its draft round only: round 1's output, and the
-  tokens, cost and latency of round 1's Actor call(s) from the trajectory. The critique of
-  that round is not counted.
+  ``max_rounds: 1`` that pauses for a person before its critique (``review:
+  before_critique``): the harness measures round 1's output (and its evaluator's result), and
+  the tokens, cost and latency of round 1's Actor call(s) from the trajectory, then cancels
+  the run, so no Critic is ever asked (should the cancel be refused, the pause expires into
+  an escalation after ``SINGLE_REVIEW_DEADLINE_S``, still without a critique).
 * ``self``: the whole loop with the Critic on the Actor's provider (a platform started with
   ``CRITIC_PROVIDER`` = ``ACTOR_PROVIDER`` and ``CROSSCHECK_ALLOW_SAME_PROVIDER=1``).
 * ``cross``: the whole loop with the Critic on the other provider (the default platform).
@@ -29,11 +31,19 @@ from crosscheck.client import CrosscheckClient, CrosscheckError, Settings
 from crosscheck.eval.scoring import Judge, JudgeError, check_text
 from crosscheck.eval.sets import Item
 from shared.contracts import TaskKind
-from shared.orchestration import Policy, RunCreate, RunPublic, RunStatus
+from shared.orchestration import (
+    ExpiryAction,
+    Policy,
+    ReviewMode,
+    RunCreate,
+    RunPublic,
+    RunStatus,
+)
 
 Mode = Literal["single", "self", "cross"]
 MODES: tuple[Mode, ...] = ("single", "self", "cross")
 SEEN_BY_A_PERSON = {RunStatus.escalated, RunStatus.awaiting_review, RunStatus.failed}
+SINGLE_REVIEW_DEADLINE_S = 60
 
 
 class ModeMismatch(CrosscheckError):
@@ -123,11 +133,16 @@ class Harness:
     def request(self, item: Item) -> RunCreate:
         policy: dict[str, Any] = {}
         if self.mode == "single":
-            policy["max_rounds"] = 1
+            policy.update(
+                max_rounds=1,
+                review=ReviewMode.before_critique,
+                review_deadline_s=SINGLE_REVIEW_DEADLINE_S,
+                review_on_expiry=ExpiryAction.escalate,
+            )
         elif self.max_rounds is not None:
             policy["max_rounds"] = self.max_rounds
-        if item.profile and item.kind == "text":
-            policy["profile"] = item.profile
+        if item.critic_profile and item.kind == "text":
+            policy["profile"] = item.critic_profile
         fields: dict[str, Any] = {"task": item.task, "kind": TaskKind(item.kind)}
         if item.kind == "code":
             fields["entry_point"] = item.entry_point
@@ -183,6 +198,11 @@ class Harness:
         actor, critic = dict(run.models.get("actor") or {}), dict(run.models.get("critic") or {})
         self.check_providers(actor, critic)
         if self.mode == "single":
+            if not run.status.final:  # paused before its critique: nothing more to measure
+                try:
+                    client.cancel_run(run.id)
+                except CrosscheckError:
+                    pass  # the pause expires into an escalation, still without a critique
             return self._single(client, item, run, actor, critic)
         return self._loop(item, run, actor, critic)
 

@@ -11,6 +11,9 @@ from typing import Any, Literal
 SetName = Literal["humaneval", "text"]
 TEXT_SET = Path(__file__).parent / "data" / "text.toml"
 PROFILES = ("general", "code", "support", "legal", "medical")
+# The text set's `code` tasks are prose about code (text answers), and the Critic's `code`
+# profile judges programs (code tasks) only: they are critiqued as general text.
+TEXT_CRITIC_PROFILE = {"code": "general"}
 
 
 class EvalSetError(ValueError):
@@ -23,13 +26,15 @@ class Item:
 
     A code item carries HumanEval's ``tests`` (``check(candidate)``) and ``entry_point``; a
     text item the phrases a correct answer must contain (each ``a|b`` accepts either wording)
-    and those it must not.
+    and those it must not. ``profile`` is the item's topic in the reports; ``critic_profile``
+    the Critic profile its runs name (None: the task kind's default).
     """
 
     id: str
     task: str
     kind: Literal["text", "code"] = "text"
     profile: str | None = None
+    critic_profile: str | None = None
     tests: str | None = None
     entry_point: str | None = None
     prompt: str = ""
@@ -130,6 +135,7 @@ def text_items(path: Path | None = None, *, variants: bool = True) -> list[Item]
         if task_id in seen:
             raise EvalSetError(f"{where}: the id is used twice")
         seen.add(task_id)
+        critic_profile = TEXT_CRITIC_PROFILE.get(profile, profile)
         required = _phrases(raw.get("required", []), f"{where} required")
         forbidden = _phrases(raw.get("forbidden", []), f"{where} forbidden")
         items.append(
@@ -137,6 +143,7 @@ def text_items(path: Path | None = None, *, variants: bool = True) -> list[Item]
                 id=task_id,
                 task=task,
                 profile=profile,
+                critic_profile=critic_profile,
                 reference=reference,
                 required=required,
                 forbidden=forbidden,
@@ -157,6 +164,7 @@ def text_items(path: Path | None = None, *, variants: bool = True) -> list[Item]
                     id=f"{task_id}~{index}",
                     task=VARIANT_TASK.format(task=task, draft=draft),
                     profile=profile,
+                    critic_profile=critic_profile,
                     reference=reference,
                     required=required,
                     forbidden=(*forbidden, error),

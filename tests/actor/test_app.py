@@ -78,6 +78,87 @@ class TestDraft:
         first, second = fake_model.requests()
         assert "does not parse" in user_text(second)
 
+    @pytest.mark.parametrize(
+        ("junk", "reason"),
+        [
+            ("output.json", "does not define `f`"),
+            ("[0, 2, 3]", "does not define `f`"),
+            ("", "is empty"),
+            ("def g():\n    return 1\n", "does not define `f`"),
+        ],
+    )
+    async def test_junk_that_parses_is_not_code_without_its_entry_point(
+        self, actor, fake_model, junk, reason
+    ):
+        fake_model.script(
+            {"stage": "draft", "response": {"output": junk, "uncertainties": []}},
+            {
+                "stage": "draft",
+                "response": {"output": "def f():\n    return 1\n", "uncertainties": []},
+            },
+        )
+        response = await actor.post(
+            "/v1/draft", json={"task": "f returns 1", "kind": "code", "entry_point": "f"}
+        )
+        assert response.status_code == 200, response.text
+        assert response.json()["output"] == "def f():\n    return 1\n"
+        first, second = fake_model.requests()
+        assert reason in user_text(second)
+
+    @pytest.mark.parametrize(
+        "defines",
+        [
+            "import math\n\nclass f:\n    pass\n",
+            "f = lambda: 1\n",
+            "from math import floor as f\n",
+            "try:\n    from fast import f\nexcept ImportError:\n    def f():\n        return 1\n",
+        ],
+    )
+    async def test_a_class_assignment_or_import_of_the_entry_point_defines_it(
+        self, actor, fake_model, defines
+    ):
+        fake_model.script({"stage": "draft", "response": {"output": defines, "uncertainties": []}})
+        response = await actor.post(
+            "/v1/draft", json={"task": "f returns 1", "kind": "code", "entry_point": "f"}
+        )
+        assert response.status_code == 200, response.text
+        assert len(fake_model.requests()) == 1  # no repair asked
+
+    @pytest.mark.parametrize("junk", ["output.json", "[0, 2, 3]", "  \n"])
+    async def test_without_an_entry_point_bare_names_and_literals_are_not_a_program(
+        self, actor, fake_model, junk
+    ):
+        fake_model.script(
+            {"stage": "draft", "response": {"output": junk, "uncertainties": []}},
+            {"stage": "draft", "response": {"output": "print(1)\n", "uncertainties": []}},
+        )
+        response = await actor.post("/v1/draft", json={"task": "print 1", "kind": "code"})
+        assert response.json()["output"] == "print(1)\n"
+        first, second = fake_model.requests()
+        assert "`output` is" in user_text(second)
+
+    async def test_a_revision_without_its_entry_point_is_repaired_too(self, actor, fake_model):
+        fake_model.script(
+            {"stage": "revise", "response": {"output": "[0, 2, 3]", "uncertainties": []}},
+            {
+                "stage": "revise",
+                "response": {"output": "def f():\n    return 2\n", "uncertainties": []},
+            },
+        )
+        response = await actor.post(
+            "/v1/revise",
+            json={
+                "task": "f returns 2",
+                "kind": "code",
+                "entry_point": "f",
+                "previous_output": "def f():\n    return 1\n",
+                "reflections": [reflection("evaluator", "test failed: expected 2")],
+            },
+        )
+        assert response.status_code == 200, response.text
+        assert response.json()["output"] == "def f():\n    return 2\n"
+        assert "does not define `f`" in user_text(fake_model.requests()[1])
+
     async def test_uncertainties_are_returned(self, actor, fake_model):
         fake_model.script(
             {

@@ -182,6 +182,16 @@ async def published(url: str, token: str = ADMIN_TOKEN) -> Any:
     return response.json()
 
 
+async def run_status(url: str, run_id: str) -> str:
+    import httpx
+
+    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as http:
+        response = await http.get(f"/v1/runs/{run_id}")
+    assert response.status_code == 200, response.text
+    return str(response.json()["status"])
+
+
 def summaries(out) -> dict:
     doc = json.loads((out / "results.json").read_text())
     return {mode: body["summary"] for mode, body in doc["modes"].items()}
@@ -314,6 +324,43 @@ class TestTextSet:
         assert latest["started_at"] <= latest["finished_at"]
         assert latest["config"]["set_file"] == str(text_set)
         assert "url" not in latest["config"]
+
+    async def test_the_shipped_set_runs_its_code_topic_items_as_text_to_the_end(
+        self, url, fake_model, tmp_path
+    ):
+        """Its `profile = "code"` items are prose about code: text runs critiqued as general
+        text, not refused for naming the Critic's code-only profile."""
+        out = tmp_path / "out"
+        ran = await evaluate(
+            url, "text", "--limit", "3", "--seed", "4", "--mode", "cross", "--out", str(out)
+        )
+        assert ran.exit_code == 0, ran.stderr
+        doc = json.loads((out / "results.json").read_text())
+        items = doc["modes"]["cross"]["items"]
+        assert [i["id"] for i in items] == [
+            "general-speed-of-light~1",
+            "code-utf8",
+            "support-cancel-plan",
+        ]
+        assert [i["profile"] for i in items] == ["general", "code", "support"]
+        assert all(i["status"] not in ("failed", "timeout") for i in items), items
+        assert all(i["rounds"] >= 1 for i in items)
+
+    async def test_single_makes_one_actor_call_per_item_and_asks_no_critic(
+        self, url, fake_model, tmp_path
+    ):
+        out = tmp_path / "out"
+        ran = await evaluate(
+            url, "text", "--limit", "3", "--seed", "4", "--mode", "single", "--out", str(out)
+        )
+        assert ran.exit_code == 0, ran.stderr
+        items = json.loads((out / "results.json").read_text())["modes"]["single"]["items"]
+        assert [(i["status"], i["rounds"]) for i in items] == [("draft", 1)] * 3
+        calls = fake_model.requests()
+        assert [c["stage"] for c in calls] == ["draft"] * 3
+        assert {c["api"] for c in calls} == {"openai"}  # the Critic is on anthropic
+        for item in items:  # the paused runs are not left waiting for a person
+            assert (await run_status(url, item["run_id"])) == "cancelled"
 
     async def test_self_on_a_platform_whose_critic_is_on_another_provider_is_refused(
         self, url, fake_model, tmp_path

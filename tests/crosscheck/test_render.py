@@ -67,7 +67,7 @@ def test_research_and_citations_are_listed_with_their_sources() -> None:
     assert "answers  1 applied, 1 declined" in out
     assert "declined i2: the task fixes the date" in out
     assert "diff lock reverted 2 hunks" in out
-    assert "over-correction: tests_broke, 1 rollback(s), kept retry" in out
+    assert "over-correction: tests_broke, 1 rollback, kept retry" in out
     assert "2 sections, 1 flagged" in out
     assert "citations invalid" in out
     assert "- [2] has no reference" in out
@@ -101,3 +101,87 @@ def test_a_shipped_run_says_which_gate_let_its_version_out() -> None:
     )
     assert "a person approved this version" in shown({"number": 1}, shipped_by="person")
     assert "shipped by" not in shown({"number": 1})
+
+
+def outcome(*rounds: dict, **fields) -> str:
+    from crosscheck.render import render_outcome
+
+    run = RunPublic.model_validate(
+        {
+            "id": "run_1",
+            "status": "escalated",
+            "kind": "text",
+            "task": "t",
+            "evaluator": "none",
+            "policy": {},
+            "created_at": NOW,
+            "updated_at": NOW,
+            "final_round": len(rounds),
+            "rounds": [{"output": "text", **r} for r in rounds],
+            **fields,
+        }
+    )
+    console = Console(record=True, width=200, color_system=None)
+    render_outcome(console, run)
+    return console.export_text()
+
+
+class TestWhichRoundShipped:
+    def test_a_revision_replaced_by_its_predecessor_names_the_round_that_wrote_it(self) -> None:
+        said = outcome(
+            {"number": 1, "output_hash": "a", "output": "round one"},
+            {"number": 2, "output_hash": "a", "output": "round one"},
+            final_output="round one",
+            stop_reason="output_shrank",
+            detail="round 2 shrank by 40% twice; kept round 1",
+        )
+        assert "final output (round 1's version, kept in round 2)" in said
+        assert "final: round 1's version, kept in round 2" in said
+        assert "final output (round 2)" not in said
+
+    def test_a_final_round_with_its_own_version_is_named_as_before(self) -> None:
+        said = outcome(
+            {"number": 1, "output_hash": "a"},
+            {"number": 2, "output_hash": "b", "output": "two"},
+            final_output="two",
+        )
+        assert "final output (round 2)" in said
+        assert "final: round 2" in said
+
+
+class TestPlurals:
+    def test_counts_inflect_their_word(self) -> None:
+        from crosscheck.render import plural
+
+        assert plural(3, "uncertainty") == "3 uncertainties"
+        assert plural(1, "uncertainty") == "1 uncertainty"
+        assert plural(2, "issue") == "2 issues"
+        assert plural(2, "pass") == "2 passes"
+        assert plural(2, "day") == "2 days"
+
+    def test_a_followed_round_with_three_uncertainties_says_so(self) -> None:
+        from crosscheck.render import event_line
+        from shared.orchestration import EventPublic
+
+        event = EventPublic.model_validate(
+            {
+                "seq": 1,
+                "run_id": "run_1",
+                "type": "round.output",
+                "data": {"round": 1, "stage": "draft", "chars": 10, "uncertainties": ["a"] * 3},
+                "created_at": NOW,
+            }
+        )
+        line = event_line(event)
+        assert line is not None
+        assert "3 uncertainties" in line.plain
+
+    def test_an_over_correction_counts_its_rollbacks(self) -> None:
+        said = shown(
+            {"number": 1},
+            {
+                "number": 2,
+                "over_correction": {"reason": "regressed", "rollbacks": 2, "kept": "previous"},
+            },
+        )
+        assert "over-correction: regressed, 2 rollbacks, kept previous" in said

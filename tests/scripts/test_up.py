@@ -1,5 +1,5 @@
 """`make run`: it installs no dev tool, and scripts/up.py hands each SIGTERM to `crosscheck up`
-once, whether the operator signals the process group or make alone."""
+once, whether the operator signals the process group, make alone or up.py alone."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ UP = REPO / "scripts" / "up.py"
 # Stands in for `crosscheck up`: counts the SIGTERMs it gets, and exits a second after the first
 # (time for a duplicate to arrive).
 COUNTER = """
-import pathlib, signal, sys, time
+import os, pathlib, signal, sys, time
 out = pathlib.Path(sys.argv[1])
 received = []
 signal.signal(signal.SIGTERM, lambda *_: received.append(time.monotonic()))
-out.write_text("ready")
+out.write_text(f"ready {os.getppid()}")
 deadline = time.monotonic() + 20
 while time.monotonic() < deadline and not (received and time.monotonic() > received[0] + 1):
     time.sleep(0.02)
@@ -77,7 +77,9 @@ child.wait()
 """
 
 
-@pytest.mark.parametrize("target", ["process group", "make alone"])
+@pytest.mark.parametrize(
+    "target", ["process group", "make alone", "up.py alone", "process group, kill -9"]
+)
 @pytest.mark.parametrize("make", ["GNU make", "slow make"])
 def test_a_sigterm_reaches_the_command_once(tmp_path, make, target):
     (tmp_path / "counter.py").write_text(COUNTER)
@@ -91,11 +93,15 @@ def test_a_sigterm_reaches_the_command_once(tmp_path, make, target):
         launcher = [sys.executable, "make.py", *command]
     parent = subprocess.Popen(launcher, cwd=tmp_path, start_new_session=True)
     try:
-        wait_for(out, "ready")
+        up = int(wait_for(out, "ready").split()[1])  # the command's parent: scripts/up.py
         if target == "process group":
             os.killpg(parent.pid, signal.SIGTERM)  # it leads its own group (new session)
-        else:
+        elif target == "process group, kill -9":  # make and up.py die; the command stops
+            os.killpg(parent.pid, signal.SIGKILL)
+        elif target == "make alone":
             os.kill(parent.pid, signal.SIGTERM)
+        else:  # `kill <pid of scripts/up.py>` from anyone, here this test
+            os.kill(up, signal.SIGTERM)
         assert wait_for(out, "done") == "done 1"
     finally:
         parent.kill()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterator
 from dataclasses import replace
 
 from pydantic import BaseModel, Field
@@ -121,13 +121,71 @@ def strip_fences(code: str) -> str:
     return match.group("body") if match else code
 
 
-def code_problems(value: ActorOutput) -> list[str]:
+def _top_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The module's statements, and those of its top-level ``if``/``try``/``with`` blocks
+    (``try: from x import f`` / ``except ImportError: def f...`` binds ``f`` too)."""
+    for node in body:
+        yield node
+        if isinstance(node, ast.If | ast.With | ast.AsyncWith):
+            yield from _top_level(node.body)
+            yield from _top_level(getattr(node, "orelse", []))
+        elif isinstance(node, ast.Try | ast.TryStar):
+            for block in (node.body, node.orelse, node.finalbody):
+                yield from _top_level(block)
+            for handler in node.handlers:
+                yield from _top_level(handler.body)
+
+
+def _bound(node: ast.stmt) -> set[str]:
+    """The names a top-level statement binds in the module (``*``: a star import)."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return {node.name}
+    if isinstance(node, ast.Assign):
+        return {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    if isinstance(node, ast.AnnAssign) and node.value is not None:
+        return {node.target.id} if isinstance(node.target, ast.Name) else set()
+    if isinstance(node, ast.Import):
+        return {a.asname or a.name.split(".")[0] for a in node.names}
+    if isinstance(node, ast.ImportFrom):
+        return {a.asname or a.name for a in node.names}
+    return set()
+
+
+def _inert(node: ast.stmt) -> bool:
+    """A statement that does nothing when run: a bare name, attribute or literal (``output.json``,
+    ``[0, 2, 3]``); a docstring is one too."""
+    return isinstance(node, ast.Expr) and not any(
+        isinstance(n, ast.Call | ast.Await | ast.Yield | ast.YieldFrom | ast.NamedExpr)
+        for n in ast.walk(node.value)
+    )
+
+
+def code_problems(value: ActorOutput, entry_point: str | None = None) -> list[str]:
+    """Python source, not just anything ``ast.parse`` accepts: an empty reply, a file name or
+    a list of numbers parse too. A module that defines ``entry_point`` when one is named,
+    else one that does something (not only bare names and literals)."""
+    source = strip_fences(value.output)
+    if not source.strip():
+        return ["`output` is empty: it must be the Python source code the task asks for"]
     try:
-        ast.parse(strip_fences(value.output))
+        module = ast.parse(source)
     except SyntaxError as exc:
         return [
             "`output` must be only Python source code with no prose around it; "
             f"it does not parse: {exc.msg} (line {exc.lineno})"
+        ]
+    if entry_point and entry_point.isidentifier():  # anything else is not a name to define
+        names = set().union(*(_bound(node) for node in _top_level(module.body)))
+        if entry_point not in names and "*" not in names:
+            return [
+                f"`output` does not define `{entry_point}`: it must be a Python module with a "
+                f"top-level `def {entry_point}(...)` (or a class, assignment or import of that "
+                "name), complete with its imports"
+            ]
+    elif all(_inert(node) for node in module.body):
+        return [
+            "`output` is not a program: it holds only bare names or literals; it must be the "
+            "Python source code the task asks for (definitions and statements)"
         ]
     return []
 
@@ -185,7 +243,7 @@ class ActorService:
             user=user,
             max_tokens=self.max_tokens,
         )
-        return await self._ask(call, request.kind, journal=journal)
+        return await self._ask(call, request.kind, entry_point=request.entry_point, journal=journal)
 
     async def revise(
         self, request: ReviseRequest, journal: CallJournal | None = None
@@ -216,7 +274,12 @@ class ActorService:
             max_tokens=self.max_tokens,
         )
         return await self._ask(
-            call, request.kind, request.binding_points, request.issues, journal=journal
+            call,
+            request.kind,
+            request.binding_points,
+            request.issues,
+            entry_point=request.entry_point,
+            journal=journal,
         )
 
     def _system(self, kind: TaskKind, entry_point: str | None) -> str:
@@ -230,10 +293,11 @@ class ActorService:
         points: list[str] | None = None,
         issues: list[RevisionIssue] | None = None,
         *,
+        entry_point: str | None = None,
         journal: CallJournal | None = None,
     ) -> ActorResult:
         def check(value: ActorOutput) -> list[str]:
-            problems = code_problems(value) if kind is TaskKind.code else []
+            problems = code_problems(value, entry_point) if kind is TaskKind.code else []
             return (
                 problems + point_problems(points or [], value) + issue_problems(issues or [], value)
             )

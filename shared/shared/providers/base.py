@@ -241,7 +241,7 @@ class BaseProvider(ABC):
                             model=call.model,
                             stage=call.stage.value,
                             attempt=attempts,
-                            status=exc.status,
+                            status=exc.status or type(exc.__cause__ or exc).__name__,
                             retry_after=exc.retry_after,
                         )
                         raise

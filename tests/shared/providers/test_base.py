@@ -2,8 +2,9 @@ import time
 from email.utils import formatdate
 
 import pytest
+from structlog.testing import capture_logs
 
-from shared.contracts import Critique
+from shared.contracts import Critique, Provider
 from shared.providers.base import parse_retry_after, strict_json_schema
 
 
@@ -36,3 +37,38 @@ class TestStrictSchema:
         text = str(strict_json_schema(Critique))
         for keyword in ("'default'", "'minimum'", "'maximum'", "'title'"):
             assert keyword not in text
+
+
+class TestRetryWarning:
+    """The log line of a failed attempt says what failed: the HTTP status, or the exception
+    class when there is none (a timeout, a refused connection), never ``status: null``."""
+
+    @staticmethod
+    def provider(kind, fake_model, **overrides):
+        from tests.shared.providers.test_contract import provider_for
+
+        return provider_for(kind, fake_model, **overrides)
+
+    @pytest.mark.parametrize("kind", list(Provider), ids=lambda p: p.value)
+    async def test_an_http_error_logs_its_status(self, fake_model, kind):
+        from tests.shared.providers.test_contract import critique_call
+
+        fake_model.faults({"status": 503})
+        provider = self.provider(kind, fake_model)
+        with capture_logs() as logs:
+            await provider.structured(critique_call(kind), Critique, "critique")
+        await provider.aclose()
+        [warning] = [e for e in logs if e["event"].startswith("model call failed")]
+        assert warning["status"] == 503
+
+    @pytest.mark.parametrize("kind", list(Provider), ids=lambda p: p.value)
+    async def test_a_timeout_logs_its_exception_class(self, fake_model, kind):
+        from tests.shared.providers.test_contract import critique_call
+
+        fake_model.faults({"delay_s": 3.0})
+        provider = self.provider(kind, fake_model, model_timeout_s=0.5)
+        with capture_logs() as logs:
+            await provider.structured(critique_call(kind), Critique, "critique")
+        await provider.aclose()
+        [warning] = [e for e in logs if e["event"].startswith("model call failed")]
+        assert warning["status"] == "APITimeoutError"
