@@ -258,6 +258,7 @@ class BaseProvider(ABC):
         """Send with backoff on transient errors; a 400 refusing a parameter is answered by
         sending again without it (once per parameter), and the model keeps that shape."""
         attempts = 0
+        dropped: set[str] = set()  # by this call; a second refusal of one of them is final
         while True:
             try:
                 reply, tries = await self._send_transient_retries(
@@ -266,9 +267,12 @@ class BaseProvider(ABC):
                 return reply, attempts + tries
             except ParameterRefused as exc:
                 attempts += exc.attempts
+                if exc.param in dropped:
+                    raise exc.rejected from exc
+                dropped.add(exc.param)
                 refused = self.refused.setdefault(call.model, {})
                 if exc.param in refused:
-                    raise exc.rejected from exc
+                    continue  # a concurrent call learnt it while this one was in flight
                 replacement = self.droppable.get(exc.param)
                 refused[exc.param] = replacement
                 log.warning(

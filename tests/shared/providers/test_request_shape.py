@@ -1,6 +1,8 @@
 """Providers as they are: what each model family is sent, per-role overrides, and a server
 that refuses a parameter. Both official SDKs against the wire-compatible fake server."""
 
+import asyncio
+
 import pytest
 from pydantic import ValidationError
 from structlog.testing import capture_logs
@@ -259,6 +261,19 @@ class TestRefusedParameter:
         ]
         assert len(warnings) == 1
         assert warnings[0]["model"] == model
+
+    async def test_concurrent_calls_refused_at_once_all_succeed_with_one_warning(self, fake_model):
+        # best-of-N drafts go out together: each carries the parameter before any refusal
+        fake_model.faults(*[{"unsupported_param": "temperature"}] * 3)
+        fake_model.latency(200)  # all three are in flight before the first 400 comes back
+        provider = provider_for(Provider.openai, fake_model)
+        with capture_logs() as logs:
+            replies = await asyncio.gather(*(ask(provider, "gpt-4o-mini") for _ in range(3)))
+        await provider.aclose()
+        assert all(isinstance(r.value, Critique) for r in replies)
+        statuses = sorted(r["status"] for r in fake_model.requests())
+        assert statuses == [200, 200, 200, 400, 400, 400]
+        assert len([e for e in logs if e.get("parameter") == "temperature"]) == 1
 
     async def test_max_tokens_is_replaced_by_max_completion_tokens(self, fake_model):
         fake_model.faults(*[{"unsupported_param": "max_tokens"}] * 2)
