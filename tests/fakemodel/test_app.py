@@ -554,6 +554,33 @@ async def test_fault_filters_by_stage_and_match(oai, ant, http):
     assert (await control(http, "GET", "faults"))["faults"] == []
 
 
+async def test_unsupported_param_fault_refuses_only_a_request_that_carries_it(oai, ant, http):
+    await control(http, "POST", "faults", {"faults": [{"unsupported_param": "temperature"}] * 2})
+    messages = [{"role": "user", "content": actor_prompt("A task.")}]
+    await oai.chat.completions.create(model="gpt-5-mini", messages=messages)
+    assert len((await control(http, "GET", "faults"))["faults"]) == 2
+    with pytest.raises(openai.BadRequestError) as refused:
+        await oai.chat.completions.create(model="gpt-5-mini", messages=messages, temperature=0.7)
+    assert refused.value.code == "unsupported_parameter"
+    assert refused.value.param == "temperature"
+    assert "Unsupported parameter: 'temperature'" in refused.value.message
+    with pytest.raises(anthropic.BadRequestError) as said:
+        await ant.messages.create(
+            model="claude-test", max_tokens=64, messages=messages, extra_body={"temperature": 0.2}
+        )
+    assert "temperature: Extra inputs are not permitted" in said.value.message
+    assert (await control(http, "GET", "faults"))["faults"] == []
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [{"unsupported_param": "temperature", "status": 500}, {"unsupported_param": ""}],
+)
+async def test_unsupported_param_fault_is_a_400_with_a_name(http, fault):
+    response = await http.post("/_control/faults", json={"faults": [fault]})
+    assert response.status_code == 422
+
+
 # ------------------------------------------------------------------ scripted items
 
 

@@ -46,6 +46,15 @@ class TestTemperatures:
 
 
 class TestBestOfN:
+    @pytest.fixture
+    def peer_overrides(self):
+        # Spread temperatures reach only a model that takes a temperature: gpt-5-mini, the
+        # default, is a reasoning model and is sent none (its drafts differ by sampling alone).
+        return {
+            "actor": {"model_max_attempts": 2, "draft_model": "gpt-4.1-mini"},
+            "critic": {"model_max_attempts": 2},
+        }
+
     async def test_the_draft_whose_tests_pass_is_kept_with_every_draft_billed(
         self, api, fake_model
     ):

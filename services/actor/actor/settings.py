@@ -7,11 +7,11 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from shared.providers import ProviderSettings
+from shared.providers.settings import RoleProviderSettings
 from shared.settings import ReplaySettings
 
 
-class ActorSettings(ReplaySettings, ProviderSettings):
+class ActorSettings(ReplaySettings, RoleProviderSettings):
     model_config = SettingsConfigDict(env_prefix="ACTOR_", extra="ignore", env_file=None)
 
     port: int = Field(default=8001, ge=1, le=65535)

@@ -7,11 +7,11 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from shared.providers import ProviderSettings
+from shared.providers.settings import RoleProviderSettings
 from shared.settings import ReplaySettings
 
 
-class CriticSettings(ReplaySettings, ProviderSettings):
+class CriticSettings(ReplaySettings, RoleProviderSettings):
     model_config = SettingsConfigDict(env_prefix="CRITIC_", extra="ignore", env_file=None)
 
     port: int = Field(default=8002, ge=1, le=65535)

@@ -35,6 +35,7 @@ from fakemodel.protocol import (
     parse_anthropic,
     parse_openai,
     scripted_id,
+    unsupported_parameter_error,
 )
 from fakemodel.scenarios import (
     detect_stage,
@@ -187,7 +188,9 @@ def create_app(settings: FakeModelSettings | None = None) -> FastAPI:
 
         # Consume at arrival, so concurrent calls take queued items in arrival order. A queued
         # HTTP-error or malformed fault replaces the answer, so it leaves the script alone.
-        fault: Fault | None = state.take_fault(api=api, stage=stage, text=call.match_text)
+        fault: Fault | None = state.take_fault(
+            api=api, stage=stage, text=call.match_text, params=list(body)
+        )
         item: ScriptItem | None = None
         if fault is None or (fault.status is None and not fault.malformed):
             item = state.take_item(
@@ -212,6 +215,9 @@ def create_app(settings: FakeModelSettings | None = None) -> FastAPI:
             if status_fault.retry_after is not None:
                 extra["retry-after"] = _format_seconds(status_fault.retry_after)
             entry["source"] = "fault"
+            if status_fault.unsupported_param is not None:
+                refusal = unsupported_parameter_error(api, status_fault.unsupported_param)
+                return finish(status_fault.status, refusal, _headers(api, extra))
             return fail(status_fault.status, status_fault.message, extra)
 
         malformed = any(f.malformed for f in applied)

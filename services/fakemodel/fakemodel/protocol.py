@@ -426,3 +426,16 @@ def error_body(api: Api, status: int, message: str | None = None) -> dict[str, A
     if api == "openai":
         return openai_error(status, message)
     return anthropic_error(status, message)
+
+
+def unsupported_parameter_error(api: Api, param: str) -> dict[str, Any]:
+    """A 400 body refusing ``param`` the way each provider words it."""
+    if api == "openai":
+        body = openai_error(
+            400,
+            f"Unsupported parameter: '{param}' is not supported with this model.",
+            param=param,
+        )
+        body["error"]["code"] = "unsupported_parameter"
+        return body
+    return anthropic_error(400, f"{param}: Extra inputs are not permitted")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any, Literal, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
@@ -30,7 +30,10 @@ class Fault(_Control):
 
     ``status`` answers with that HTTP error (``retry_after`` adds a ``retry-after`` header);
     ``delay_s`` sleeps first (alone, the call then answers normally); ``malformed`` answers a
-    well-formed API response whose structured content does not validate.
+    well-formed API response whose structured content does not validate;
+    ``unsupported_param`` refuses a request that carries that top-level parameter with a 400
+    in the provider's shape (OpenAI: ``param`` and ``code: unsupported_parameter``), as a real
+    model refuses e.g. ``temperature``; a request without it does not consume the fault.
     """
 
     status: int | None = Field(default=None, ge=400, le=599)
@@ -38,14 +41,21 @@ class Fault(_Control):
     delay_s: float | None = Field(default=None, ge=0, le=600)
     malformed: bool = False
     message: str | None = None
+    unsupported_param: str | None = Field(default=None, min_length=1, max_length=100)
     stage: StageFilter = "any"
     match: str | None = None
     api: ApiFilter = "any"
 
     @model_validator(mode="after")
     def _does_something(self) -> Self:
+        if self.unsupported_param is not None:
+            if self.status not in (None, 400) or self.malformed:
+                raise ValueError("unsupported_param answers a 400: no other status, not malformed")
+            self.status = 400
         if self.status is None and self.delay_s is None and not self.malformed:
-            raise ValueError("a fault needs at least one of status, delay_s or malformed")
+            raise ValueError(
+                "a fault needs at least one of status, delay_s, malformed or unsupported_param"
+            )
         if self.retry_after is not None and self.status is None:
             raise ValueError("retry_after needs a status")
         if self.status is not None and self.malformed:
@@ -91,10 +101,15 @@ def fits(
     stage: str,
     text: str,
     temperature: float | None = None,
+    params: Collection[str] = (),
 ) -> bool:
     """Whether an item or fault applies to a call of ``api`` at ``stage`` over ``text``
-    (an item that names a ``temperature``: only to a call at that temperature)."""
+    (an item that names a ``temperature``: only to a call at that temperature; a fault that
+    refuses a parameter: only to a call whose top-level ``params`` include it)."""
     if candidate.api not in ("any", api):
+        return False
+    refused = getattr(candidate, "unsupported_param", None)
+    if refused is not None and refused not in params:
         return False
     wanted = getattr(candidate, "temperature", None)
     if wanted is not None and (temperature is None or abs(temperature - wanted) > 1e-9):
@@ -108,10 +123,16 @@ _Queued = TypeVar("_Queued", ScriptItem, Fault)
 
 
 def _take_first(
-    queue: deque[_Queued], *, api: Api, stage: str, text: str, temperature: float | None = None
+    queue: deque[_Queued],
+    *,
+    api: Api,
+    stage: str,
+    text: str,
+    temperature: float | None = None,
+    params: Collection[str] = (),
 ) -> _Queued | None:
     for index, candidate in enumerate(queue):
-        if fits(candidate, api=api, stage=stage, text=text, temperature=temperature):
+        if fits(candidate, api=api, stage=stage, text=text, temperature=temperature, params=params):
             del queue[index]
             return candidate
     return None
@@ -142,8 +163,10 @@ class FakeModelState:
     ) -> ScriptItem | None:
         return _take_first(self.script, api=api, stage=stage, text=text, temperature=temperature)
 
-    def take_fault(self, *, api: Api, stage: str, text: str) -> Fault | None:
-        return _take_first(self.faults, api=api, stage=stage, text=text)
+    def take_fault(
+        self, *, api: Api, stage: str, text: str, params: Collection[str] = ()
+    ) -> Fault | None:
+        return _take_first(self.faults, api=api, stage=stage, text=text, params=params)
 
     def reset(self) -> None:
         self.script.clear()

@@ -2,65 +2,70 @@
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, ClassVar
 
 import anthropic
 
-from shared.logging import get_logger
 from shared.providers.base import BaseProvider, ModelCall, RawReply, sdk_errors
 
-log = get_logger("crosscheck.providers.anthropic")
+# Wire fields the SDK (2.x) has no argument for: they travel in `extra_body`.
+_EXTRA_BODY = ("temperature", "top_p")
 
 
 class AnthropicProvider(BaseProvider):
-    """Messages API; the answer is the ``input`` of a tool the model is forced to call."""
+    """Messages API; the answer is the ``input`` of a tool the model is forced to call (or,
+    by the model's capabilities, an ``output_config.format`` schema or a prompt-only schema)."""
 
     name = "anthropic"
+    wire = "anthropic"
+    # `max_tokens` is required on this wire: never dropped.
+    droppable: ClassVar[dict[str, str | None]] = {"temperature": None, "top_p": None}
 
     client: anthropic.AsyncAnthropic
     sdk_client = anthropic.AsyncAnthropic
-    # SDK 2.x has no `temperature` argument: the wire field goes in `extra_body` until the
-    # API refuses it once; from then on this provider stops sending it (and says so).
-    send_temperature = True
 
-    async def _create(self, request: dict[str, Any]) -> anthropic.types.Message:
-        params = {k: v for k, v in request.items() if k != "temperature"}
-        extra = {"temperature": request["temperature"]} if "temperature" in request else None
-        try:
-            message: anthropic.types.Message = await self.client.messages.create(
-                **params, extra_body=extra
-            )
-            return message
-        except anthropic.BadRequestError as exc:
-            if extra is None or "temperature" not in exc.message.lower():
-                raise
-            log.warning("the Anthropic API refused `temperature`; sending requests without it")
-            self.send_temperature = False
-            request.pop("temperature", None)
-            retried: anthropic.types.Message = await self.client.messages.create(**params)
-            return retried
-
-    async def _send(
+    def build_request(
         self, call: ModelCall, schema_name: str, schema: dict[str, Any], user: str
-    ) -> RawReply:
-        request: dict[str, Any] = {
-            "model": call.model,
-            "max_tokens": call.max_tokens,
-            "system": call.system,
-            "messages": [{"role": "user", "content": user}],
-            "tools": [
+    ) -> dict[str, Any]:
+        """The Messages body for ``call``, shaped by the model's capabilities. Extended
+        thinking and reasoning effort are not used on this wire."""
+        caps = self.capabilities(call.model)
+        system = call.system
+        # Anthropic names the token cap `max_tokens` whatever the family; it is required.
+        request: dict[str, Any] = {"model": call.model, "max_tokens": call.max_tokens}
+        if caps.output_mode == "tool":
+            request["tools"] = [
                 {
                     "name": schema_name,
                     "description": f"Submit your answer as a {schema_name} object.",
                     "input_schema": schema,
                 }
-            ],
-            "tool_choice": {"type": "tool", "name": schema_name},
-        }
-        if self.send_temperature:
+            ]
+            request["tool_choice"] = {"type": "tool", "name": schema_name}
+        elif caps.output_mode == "json_schema":
+            request["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
+        else:
+            system = (
+                f"{system}\n\nAnswer with only one JSON object (a {schema_name}) that follows "
+                f"this JSON schema:\n{json.dumps(schema, ensure_ascii=False)}"
+            )
+        request["system"] = system
+        request["messages"] = [{"role": "user", "content": user}]
+        if caps.send_temperature:
             request["temperature"] = call.temperature
-        with sdk_errors(self.name, anthropic):
-            response = await self._create(request)
+        return self.without_refused(call.model, request)
+
+    async def _send(
+        self, call: ModelCall, schema_name: str, schema: dict[str, Any], user: str
+    ) -> RawReply:
+        request = self.build_request(call, schema_name, schema, user)
+        params = {k: v for k, v in request.items() if k not in _EXTRA_BODY}
+        extra = {k: request[k] for k in _EXTRA_BODY if k in request} or None
+        with sdk_errors(self.name, anthropic, request, self.droppable):
+            response: anthropic.types.Message = await self.client.messages.create(
+                **params, extra_body=extra
+            )
         payload: Any = ""
         for block in response.content:
             if block.type == "tool_use" and block.name == schema_name:

@@ -10,13 +10,14 @@ from __future__ import annotations
 import functools
 import json
 import random
+import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
@@ -25,6 +26,7 @@ from shared.contracts import ModelExchange, Stage, Usage
 from shared.errors import InvalidModelOutput, UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from shared.logging import get_logger
 from shared.prompting import escape_data
+from shared.providers.capabilities import Capabilities, CapabilityOverrides, capabilities_for
 from shared.providers.pricing import PriceTable
 
 T = TypeVar("T", bound=BaseModel)
@@ -78,6 +80,20 @@ class RawReply:
     output_tokens: int
     request: dict[str, Any]
     response: dict[str, Any]
+
+
+class ParameterRefused(Exception):
+    """A 400 naming one parameter of the request as unsupported (see ``refused_parameter``)."""
+
+    def __init__(
+        self, param: str, *, request: dict[str, Any], rejected: UpstreamError, status: int
+    ) -> None:
+        super().__init__(str(rejected))
+        self.param = param
+        self.request = request
+        self.rejected = rejected
+        self.status = status
+        self.attempts = 1
 
 
 class TransientError(Exception):
@@ -158,7 +174,10 @@ class BaseProvider(ABC):
     """Retries, repair and accounting around one SDK call (implemented by subclasses)."""
 
     name: str = "base"
+    wire: Literal["openai", "anthropic"] = "openai"
     sdk_client: Any  # the official SDK's async client class
+    # Parameters a server may refuse, each with the documented replacement (None: drop it).
+    droppable: ClassVar[dict[str, str | None]] = {}
 
     def __init__(
         self,
@@ -171,6 +190,7 @@ class BaseProvider(ABC):
         max_attempts: int = 5,
         retry_initial_s: float = 0.5,
         retry_max_wait_s: float = 30.0,
+        overrides: CapabilityOverrides | None = None,
     ) -> None:
         # Our own backoff wraps each call; the SDK's retries are off so they do not multiply.
         self.client = self.sdk_client(
@@ -184,6 +204,29 @@ class BaseProvider(ABC):
         self.max_attempts = max_attempts
         self.retry_initial_s = retry_initial_s
         self.retry_max_wait_s = retry_max_wait_s
+        self.overrides = overrides
+        # model -> {refused parameter: its replacement or None}, learnt from the server's 400s
+        # and kept for the life of the process, so only the first call pays the refusal.
+        self.refused: dict[str, dict[str, str | None]] = {}
+
+    def capabilities(self, model: str) -> Capabilities:
+        """What ``model`` takes, by its family and this role's overrides."""
+        return capabilities_for(self.wire, model, self.overrides)
+
+    def without_refused(self, model: str, request: dict[str, Any]) -> dict[str, Any]:
+        """``request`` without the parameters this model's server refused (replaced where a
+        replacement is documented and not refused too)."""
+        refused = self.refused.get(model)
+        if not refused:
+            return request
+        shaped = dict(request)
+        for param, replacement in refused.items():
+            if param not in shaped:
+                continue
+            value = shaped.pop(param)
+            if replacement is not None and replacement not in refused:
+                shaped.setdefault(replacement, value)
+        return shaped
 
     @abstractmethod
     async def _send(
@@ -212,6 +255,43 @@ class BaseProvider(ABC):
         user: str,
         exchanges: list[ModelExchange],
     ) -> tuple[RawReply, int]:
+        """Send with backoff on transient errors; a 400 refusing a parameter is answered by
+        sending again without it (once per parameter), and the model keeps that shape."""
+        attempts = 0
+        dropped: set[str] = set()  # by this call; a second refusal of one of them is final
+        while True:
+            try:
+                reply, tries = await self._send_transient_retries(
+                    call, schema_name, schema, user, exchanges
+                )
+                return reply, attempts + tries
+            except ParameterRefused as exc:
+                attempts += exc.attempts
+                if exc.param in dropped:
+                    raise exc.rejected from exc
+                dropped.add(exc.param)
+                refused = self.refused.setdefault(call.model, {})
+                if exc.param in refused:
+                    continue  # a concurrent call learnt it while this one was in flight
+                replacement = self.droppable.get(exc.param)
+                refused[exc.param] = replacement
+                log.warning(
+                    "the model server refused a parameter; sending without it from now on",
+                    provider=self.name,
+                    model=call.model,
+                    stage=call.stage.value,
+                    parameter=exc.param,
+                    replacement=replacement,
+                )
+
+    async def _send_transient_retries(
+        self,
+        call: ModelCall,
+        schema_name: str,
+        schema: dict[str, Any],
+        user: str,
+        exchanges: list[ModelExchange],
+    ) -> tuple[RawReply, int]:
         attempts = 0
         retrying = AsyncRetrying(
             retry=retry_if_exception(lambda e: isinstance(e, TransientError)),
@@ -226,6 +306,16 @@ class BaseProvider(ABC):
                     start = time.perf_counter()
                     try:
                         reply = await self._send(call, schema_name, schema, user)
+                    except ParameterRefused as exc:
+                        exchanges.append(
+                            ModelExchange(
+                                request=exc.request,
+                                error=str(exc.rejected),
+                                status=exc.status,
+                                latency_ms=(time.perf_counter() - start) * 1000,
+                            )
+                        )
+                        raise
                     except TransientError as exc:
                         exchanges.append(
                             ModelExchange(
@@ -254,6 +344,9 @@ class BaseProvider(ABC):
                         )
                     )
                     return reply, attempts
+        except ParameterRefused as exc:
+            exc.attempts = attempts  # the caller counts them
+            raise
         except TransientError as exc:
             where = f"{self.name} ({call.model}) for {call.stage.value}"
             if exc.timeout:
@@ -353,9 +446,48 @@ def _repair_prompt(original: str, payload: Any, problems: list[str]) -> str:
     )
 
 
+_UNSUPPORTED = re.compile(
+    r"unsupported|not supported|does not support|not permitted|not allowed|unrecognized"
+    r"|unknown (?:parameter|field|argument)|extra inputs|only the default",
+    re.IGNORECASE,
+)
+
+
+def refused_parameter(
+    body: object, message: str, sent: dict[str, Any], droppable: dict[str, str | None]
+) -> str | None:
+    """The parameter a 400 refuses, if it is one we sent and may drop or replace.
+
+    OpenAI names it (``param`` with ``code: unsupported_parameter`` or ``unsupported_value``);
+    other servers only say it in the message ("temperature: Extra inputs are not permitted"),
+    so a message that says "unsupported" (or alike) and names exactly one droppable parameter
+    we sent counts too. Anything else (a value too large, a bad schema) is not a refusal.
+    """
+    error: object = body.get("error", body) if isinstance(body, dict) else None
+    fields: dict[str, Any] = error if isinstance(error, dict) else {}
+    candidates = [p for p in droppable if p in sent]
+    param, code = fields.get("param"), fields.get("code")
+    if code in ("unsupported_parameter", "unsupported_value") and param in candidates:
+        return str(param)
+    text = fields.get("message") if isinstance(fields.get("message"), str) else message
+    if not isinstance(text, str) or not _UNSUPPORTED.search(text):
+        return None
+    named = [p for p in candidates if re.search(rf"(?<![\w.]){re.escape(p)}(?!\w)", text)]
+    return named[0] if len(named) == 1 else None
+
+
 @contextmanager
-def sdk_errors(provider: str, sdk: Any) -> Iterator[None]:
-    """Map an official SDK's errors (both SDKs name them alike) onto our taxonomy."""
+def sdk_errors(
+    provider: str,
+    sdk: Any,
+    request: dict[str, Any] | None = None,
+    droppable: dict[str, str | None] | None = None,
+) -> Iterator[None]:
+    """Map an official SDK's errors (both SDKs name them alike) onto our taxonomy.
+
+    With the ``request`` sent, a 400 refusing one of its ``droppable`` parameters becomes
+    ``ParameterRefused`` so the caller can send again without it.
+    """
     try:
         yield
     except sdk.APITimeoutError as exc:
@@ -374,7 +506,14 @@ def sdk_errors(provider: str, sdk: Any) -> Iterator[None]:
                 timeout=False,
                 status=exc.status_code,
             ) from exc
-        raise upstream_rejected(provider, exc.status_code, exc.message) from exc
+        rejected = upstream_rejected(provider, exc.status_code, exc.message)
+        if exc.status_code == 400 and request is not None and droppable:
+            param = refused_parameter(exc.body, exc.message, request, droppable)
+            if param is not None:
+                raise ParameterRefused(
+                    param, request=request, rejected=rejected, status=exc.status_code
+                ) from exc
+        raise rejected from exc
 
 
 def classify_status(status: int) -> bool:

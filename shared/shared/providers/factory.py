@@ -10,7 +10,7 @@ from shared.providers.anthropic_provider import AnthropicProvider
 from shared.providers.base import BaseProvider
 from shared.providers.openai_provider import OpenAIProvider
 from shared.providers.pricing import PriceTable
-from shared.providers.settings import ProviderSettings
+from shared.providers.settings import ProviderSettings, RoleProviderSettings
 
 KEY_VARS = {Provider.openai: "OPENAI_API_KEY", Provider.anthropic: "ANTHROPIC_API_KEY"}
 
@@ -21,6 +21,8 @@ def build_provider(
     *,
     http_client: httpx2.AsyncClient | None = None,
 ) -> BaseProvider:
+    """The provider for ``provider``; a role's settings that are ``RoleProviderSettings``
+    (the Actor's, the Critic's) override what the model family table decides."""
     api_key = settings.api_key(provider)
     if not api_key:
         raise ConfigurationError(
@@ -44,4 +46,7 @@ def build_provider(
         max_attempts=settings.model_max_attempts,
         retry_initial_s=settings.retry_initial_s,
         retry_max_wait_s=settings.retry_max_wait_s,
+        overrides=(
+            settings.capability_overrides() if isinstance(settings, RoleProviderSettings) else None
+        ),
     )

@@ -7,6 +7,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.contracts import Provider
 from shared.errors import ConfigurationError
+from shared.providers.capabilities import (
+    CapabilityOverrides,
+    OutputMode,
+    ReasoningEffort,
+    TokenParam,
+)
 
 
 class ProviderSettings(BaseSettings):
@@ -94,3 +100,38 @@ class ProviderSettings(BaseSettings):
 
     def base_url(self, provider: Provider) -> str | None:
         return self.openai_base_url if provider is Provider.openai else self.anthropic_base_url
+
+
+class RoleProviderSettings(ProviderSettings):
+    """Provider settings of one role, with per-role overrides of the model family's
+    capabilities (``ACTOR_*``, ``CRITIC_*`` by the subclass's prefix); unset, the family table
+    in ``capabilities.py`` decides."""
+
+    send_temperature: bool | None = Field(
+        default=None,
+        description="Send the sampling temperature (true) or never (false); unset: by model "
+        "family (not for the gpt-5 and o-series reasoning models).",
+    )
+    token_param: TokenParam | None = Field(
+        default=None,
+        description="Name of the output-token cap sent: max_tokens or max_completion_tokens; "
+        "unset: by model family (max_tokens for unknown OpenAI-compatible models).",
+    )
+    reasoning_effort: ReasoningEffort | None = Field(
+        default=None,
+        description="reasoning_effort sent on the OpenAI wire (none, minimal, low, medium, "
+        "high); unset: not sent, the model's default applies. Not used on the Anthropic wire.",
+    )
+    output_mode: OutputMode | None = Field(
+        default=None,
+        description="How structured output is asked for: json_schema (strict), tool (a forced "
+        "tool call) or json_object (JSON mode, schema in the prompt); unset: by model family.",
+    )
+
+    def capability_overrides(self) -> CapabilityOverrides:
+        return CapabilityOverrides(
+            send_temperature=self.send_temperature,
+            token_param=self.token_param,
+            reasoning_effort=self.reasoning_effort,
+            output_mode=self.output_mode,
+        )

@@ -5,7 +5,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from shared.contracts import Critique, Provider
-from shared.providers.base import parse_retry_after, strict_json_schema
+from shared.providers.base import parse_retry_after, refused_parameter, strict_json_schema
 
 
 class TestRetryAfter:
@@ -72,3 +72,38 @@ class TestRetryWarning:
         await provider.aclose()
         [warning] = [e for e in logs if e["event"].startswith("model call failed")]
         assert warning["status"] == "APITimeoutError"
+
+
+class TestRefusedParameter:
+    DROPPABLE = {"temperature": None, "max_tokens": "max_completion_tokens"}
+    SENT = {"model": "m", "temperature": 0.2, "max_tokens": 100, "messages": []}
+
+    def refused(self, body, message="Error code: 400"):
+        return refused_parameter(body, message, self.SENT, self.DROPPABLE)
+
+    def test_openai_names_it(self):
+        body = {"message": "x", "param": "temperature", "code": "unsupported_value"}
+        assert self.refused(body) == "temperature"
+
+    def test_anthropic_says_it(self):
+        body = {
+            "type": "error",
+            "error": {"message": "temperature: Extra inputs are not permitted"},
+        }
+        assert self.refused(body) == "temperature"
+
+    def test_a_parameter_not_sent_is_not_refused(self):
+        body = {"param": "top_p", "code": "unsupported_parameter"}
+        assert self.refused(body) is None
+        assert self.refused({"message": "top_p is not supported"}) is None
+
+    def test_a_message_naming_two_sent_parameters_is_ambiguous(self):
+        body = {"message": "temperature and max_tokens are not supported together"}
+        assert self.refused(body) is None
+
+    def test_naming_without_refusing_is_not_a_refusal(self):
+        assert self.refused({"message": "max_tokens: 100000 is too large"}) is None
+
+    def test_a_longer_name_does_not_count_as_the_shorter(self):
+        body = {"message": "Unsupported parameter: 'max_tokens_per_turn'"}
+        assert self.refused(body) is None
