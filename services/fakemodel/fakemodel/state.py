@@ -30,13 +30,16 @@ class Fault(_Control):
 
     ``status`` answers with that HTTP error (``retry_after`` adds a ``retry-after`` header);
     ``delay_s`` sleeps first (alone, the call then answers normally); ``malformed`` answers a
-    well-formed API response whose structured content does not validate.
+    well-formed API response whose structured content does not validate; ``truncated``
+    answers as a reply cut off by the request's output-token cap (half the content,
+    ``finish_reason: length`` / ``stop_reason: max_tokens``, the cap's tokens spent).
     """
 
     status: int | None = Field(default=None, ge=400, le=599)
     retry_after: float | None = Field(default=None, ge=0)
     delay_s: float | None = Field(default=None, ge=0, le=600)
     malformed: bool = False
+    truncated: bool = False
     message: str | None = None
     stage: StageFilter = "any"
     match: str | None = None
@@ -44,8 +47,17 @@ class Fault(_Control):
 
     @model_validator(mode="after")
     def _does_something(self) -> Self:
-        if self.status is None and self.delay_s is None and not self.malformed:
-            raise ValueError("a fault needs at least one of status, delay_s or malformed")
+        if (
+            self.status is None
+            and self.delay_s is None
+            and not self.malformed
+            and not self.truncated
+        ):
+            raise ValueError(
+                "a fault needs at least one of status, delay_s, malformed or truncated"
+            )
+        if self.status is not None and self.truncated:
+            raise ValueError("a fault is either an HTTP error (status) or truncated, not both")
         if self.retry_after is not None and self.status is None:
             raise ValueError("retry_after needs a status")
         if self.status is not None and self.malformed:
