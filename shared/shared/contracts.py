@@ -573,6 +573,11 @@ class CritiqueResult(Critique):
     )
     degraded_reason: str | None = None
     rounds: int = Field(default=1, description="Model rounds behind this critique (L3: up to 2).")
+    clamped: list[str] = Field(
+        default=[],
+        description="Advisory values the model gave out of range, clamped rather than re-asked "
+        "(`confidence 95 clamped to 1.0`); empty when none was.",
+    )
     knowledge_used: list[str] = Field(
         default=[], description="The ids of the knowledge entries this critique received."
     )

@@ -170,6 +170,65 @@ class TestDegrade:
         assert result["degraded_reason"].startswith("InvalidModelOutput")
         assert len(fake_model.requests()) == 3
 
+    async def test_a_degraded_critique_counts_the_failed_l2_calls(self, critic, fake_model):
+        fake_model.faults(
+            {"malformed": True, "stage": "critique"}, {"malformed": True, "stage": "critique"}
+        )
+        response = await critic.post("/v1/critique", json=body(depth="L2"))
+        result = response.json()
+        assert result["degraded"] is True
+        assert result["usage"]["attempts"] == 3  # two failed L2 calls and the L1 one
+        calls = fake_model.requests()
+        assert result["usage"]["input_tokens"] == sum(
+            c["response"]["usage"]["input_tokens"] for c in calls
+        )
+
+    async def test_a_failed_l1_says_what_its_calls_cost(self, critic, fake_model):
+        fake_model.faults(
+            {"malformed": True, "stage": "critique"}, {"malformed": True, "stage": "critique"}
+        )
+        response = await critic.post("/v1/critique", json=body(depth="L1"))
+        failed = response.json()
+        assert response.status_code == 422
+        assert failed["error"] == "InvalidModelOutput"
+        assert "finish reason tool_use, " in failed["detail"]
+        assert failed["usage"]["attempts"] == 2
+        assert failed["usage"]["output_tokens"] == sum(
+            c["response"]["usage"]["output_tokens"] for c in fake_model.requests()
+        )
+
+    async def test_a_critique_cut_off_twice_is_output_truncated(self, critic, fake_model):
+        fake_model.faults(
+            {"truncated": True, "stage": "critique"}, {"truncated": True, "stage": "critique"}
+        )
+        response = await critic.post("/v1/critique", json=body(depth="L1"))
+        assert response.status_code == 422
+        assert response.json()["error"] == "OutputTruncated"
+        assert "finish reason max_tokens" in response.json()["detail"]
+        assert response.json()["usage"]["attempts"] == 2
+
+    async def test_an_out_of_range_confidence_is_clamped_and_noted(self, critic, fake_model):
+        fake_model.script(
+            {
+                "stage": "critique",
+                "response": {
+                    "verdict": "revise",
+                    "confidence": 95,
+                    "issues": [
+                        {"dimension": "accuracy", "severity": "minor", "suggestion": "Fix it."}
+                    ],
+                    "reflection": "One thing.",
+                    "error_class": "logic",
+                },
+            }
+        )
+        response = await critic.post("/v1/critique", json=body(depth="L1"))
+        result = response.json()
+        assert response.status_code == 200, response.text
+        assert result["confidence"] == 1.0
+        assert result["clamped"] == ["confidence 95 clamped to 1.0"]
+        assert len(fake_model.requests()) == 1
+
     async def test_a_timed_out_l1_is_a_504_not_a_retry(self, critic_with, fake_model):
         fake_model.faults({"delay_s": 3.0, "stage": "critique"})
         async with critic_with(l1_budget_s=0.5) as client:

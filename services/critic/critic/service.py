@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from critic.profiles import OTHER_ERROR_TYPE, Profile, ProfileBook, Risk
 from shared.contracts import (
@@ -23,7 +23,7 @@ from shared.contracts import (
     Usage,
     Verdict,
 )
-from shared.errors import InvalidModelOutput, UpstreamError, UpstreamTimeout
+from shared.errors import AppError, InvalidModelOutput, UpstreamError, UpstreamTimeout
 from shared.logging import get_logger
 from shared.prompting import PromptBook
 from shared.providers import ModelCall, ModelProvider
@@ -160,6 +160,13 @@ class _Spent:
     usage: Usage | None = None
     exchanges: list[ModelExchange] | None = None
     journal: CallJournal | None = None  # a keyed critique's calls, replayed by a retry
+    clamped: list[str] = field(default_factory=list)  # advisory values brought into range
+
+    def failed(self, exc: AppError) -> None:
+        """Count the calls behind a failed model request (their usage rides on the error)."""
+        usage = exc.extra.get("usage")
+        if usage is not None:
+            self.add(Usage.model_validate(usage), [])
 
     def add(self, usage: Usage, exchanges: list[ModelExchange]) -> None:
         self.exchanges = [*(self.exchanges or []), *exchanges]
@@ -206,11 +213,21 @@ class CriticService:
         self, request: CritiqueRequest, journal: CallJournal | None = None
     ) -> CritiqueResult:
         """Judge ``request.output``. With a ``journal`` (a keyed request), each model call is
-        journalled as it returns, so a retry after this process died pays for none twice."""
+        journalled as it returns, so a retry after this process died pays for none twice.
+        A critique that fails after calling the model says what those calls cost: the
+        error's ``usage`` (rendered in the error body), for the caller to bill."""
+        spent = _Spent(journal=journal)
+        try:
+            return await self._critique(request, spent)
+        except AppError as exc:
+            if spent.usage is not None:
+                exc.extra["usage"] = spent.usage.model_dump(mode="json")
+            raise
+
+    async def _critique(self, request: CritiqueRequest, spent: _Spent) -> CritiqueResult:
         profile = self.profiles.choose(request.profile, request.kind)
         requested = request.depth or profile.default_depth
         depth = self.depths.resolve(requested, profile, request.latency_budget_s)
-        spent = _Spent(journal=journal)
         degraded_reason: str | None = None
         try:
             value, rounds = await self._at_depth(request, profile, depth, spent)
@@ -268,6 +285,7 @@ class CriticService:
             degraded_reason=degraded_reason,
             rounds=rounds,
             knowledge_used=[note.id for note in request.knowledge],
+            clamped=spent.clamped,
         )
 
     async def _at_depth(
@@ -374,13 +392,18 @@ class CriticService:
         def ask() -> Awaitable[StructuredReply[Critique]]:
             return self.provider.structured(call, Critique, SCHEMA_NAME, check=check)
 
-        if spent.journal is None:
-            reply = await ask()
-        else:
-            reply, cut_off = await spent.journal.call(call, Critique, ask)
-            for usage in cut_off:  # tries a dead process sent: paid for, never answered here
-                spent.add(usage, [])
+        try:
+            if spent.journal is None:
+                reply = await ask()
+            else:
+                reply, cut_off = await spent.journal.call(call, Critique, ask)
+                for usage in cut_off:  # tries a dead process sent: paid for, never answered
+                    spent.add(usage, [])
+        except AppError as exc:
+            spent.failed(exc)
+            raise
         spent.add(reply.usage, reply.exchanges)
+        spent.clamped += reply.clamped
         broken = reply.value.record_problems()
         if broken:
             raise InvalidModelOutput(
