@@ -38,6 +38,23 @@ from shared.replay.journal import CallJournal, with_cut_off
 
 SCHEMA_NAME = "actor_output"
 MAX_SEARCH_QUERIES = 3
+# What an Actor reply needs, in output tokens: a first draft by the task's kind; a revision
+# its previous output (about 3 characters a token, JSON-escaped) and an answer per point and
+# issue. A reply cut off by this cap is asked again once at twice it (within the ceiling).
+DRAFT_TOKENS = {TaskKind.text: 2048, TaskKind.code: 2048}
+ANSWER_TOKENS = 150
+ENVELOPE_TOKENS = 300  # uncertainties, search queries, the JSON around them
+
+
+def actor_cap(kind: TaskKind, ceiling: int, *, previous_output: str = "", answers: int = 0) -> int:
+    """The output-token cap of one Actor call, at most ``ceiling``."""
+    need = max(
+        DRAFT_TOKENS.get(kind, 2048),
+        len(previous_output) * 5 // 12 + ENVELOPE_TOKENS + ANSWER_TOKENS * answers,
+    )
+    return max(1, min(need, ceiling))
+
+
 _FENCE = re.compile(r"^\s*```[\w+-]*\s*\n(?P<body>.*?)\n?```\s*$", re.DOTALL)
 
 
@@ -212,7 +229,8 @@ class ActorService:
             ),
             system=self._system(request.kind, request.entry_point),
             user=user,
-            max_tokens=self.max_tokens,
+            max_tokens=actor_cap(request.kind, self.max_tokens),
+            max_tokens_ceiling=self.max_tokens,
         )
         return await self._ask(call, request.kind, journal=journal)
 
@@ -242,7 +260,13 @@ class ActorService:
             temperature=self.revise_temperature,
             system=self._system(request.kind, request.entry_point),
             user=user,
-            max_tokens=self.max_tokens,
+            max_tokens=actor_cap(
+                request.kind,
+                self.max_tokens,
+                previous_output=request.previous_output,
+                answers=len(request.binding_points) + len(request.issues),
+            ),
+            max_tokens_ceiling=self.max_tokens,
         )
         return await self._ask(
             call, request.kind, request.binding_points, request.issues, journal=journal

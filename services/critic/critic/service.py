@@ -33,6 +33,27 @@ from shared.verdicts import pass_refusals
 
 SCHEMA_NAME = "critique"
 MAX_L3_ROUNDS = 2
+# What a critique's reply needs, in output tokens: its fixed fields (verdict, confidence,
+# reflection, justification, queries), each issue it may list (the span, the suggestion, the
+# corrected span) and each reviewer point it checks. A fixed 256 cut three issues off.
+CRITIQUE_BASE_TOKENS = 400
+ISSUE_TOKENS = 200
+POINT_TOKENS = 100
+EXPECTED_ISSUES = {Depth.L1: 3, Depth.L2: 5, Depth.L3: 8}
+
+
+def critique_cap(plan: DepthPlan, ceiling: int, *, points: int, retested: int) -> int:
+    """The output-token cap of one critique call: what the depth's issues, the reviewer
+    points and the issues an L3 second round re-tests need, within the depth's cap setting
+    and the service's (which also bounds the one retry of a reply cut off by its cap)."""
+    need = (
+        CRITIQUE_BASE_TOKENS
+        + ISSUE_TOKENS * (EXPECTED_ISSUES.get(plan.depth, 5) + retested)
+        + POINT_TOKENS * points
+    )
+    return max(1, min(need, plan.max_tokens, ceiling))
+
+
 log = get_logger("crosscheck.critic")
 _SPACE = re.compile(r"\s+")
 
@@ -341,7 +362,13 @@ class CriticService:
                 uncertainties=request.uncertainties,
                 ask_queries=asks_for_queries(request, plan.depth),
             ),
-            max_tokens=min(plan.max_tokens, self.max_tokens),
+            max_tokens=critique_cap(
+                plan,
+                self.max_tokens,
+                points=len(request.binding_points),
+                retested=len(first_round or []),
+            ),
+            max_tokens_ceiling=self.max_tokens,
         )
         needs_evidence = plan.depth is not Depth.L1
         known_types = profile.error_type_names
