@@ -304,6 +304,25 @@ class TestEnvironmentErrors:
 
         assert critic_calls(after) == critic_calls(before) + 1
 
+    async def test_a_draft_cut_off_twice_bills_the_actor_calls(self, api, fake_model):
+        fake_model.faults(
+            {"truncated": True, "stage": "draft"}, {"truncated": True, "stage": "draft"}
+        )
+        run_id = await start(api, task="Explain tides.")
+        run = await wait_for(api, run_id)
+        assert (run["stop_reason"], run["error_class"]) == (
+            "invalid_model_output",
+            "invalid_model_output",
+        )
+        calls = fake_model.requests()
+        assert [c["stage"] for c in calls] == ["draft", "draft"]
+        spent = sum(c["response"]["usage"]["completion_tokens"] for c in calls)
+        trajectory = (await api.get(f"/v1/runs/{run_id}/trajectory")).json()
+        [actor] = trajectory["calls"]
+        assert (actor["role"], actor["stage"]) == ("actor", "draft")
+        assert actor["usage"]["output_tokens"] == spent == run["output_tokens"]
+        assert run["cost_usd"] > 0
+
 
 class TestCancel:
     async def test_cancel_stops_before_the_next_call(self, api, fake_model):
