@@ -201,6 +201,7 @@ ERRORS_BY_NAME: dict[str, type[ApiError]] = {
     "PayloadTooLarge": PayloadTooLarge,
     "ValidationError": ValidationFailed,
     "InvalidModelOutput": InvalidModelOutput,
+    "OutputTruncated": InvalidModelOutput,  # a model reply cut off by its cap, twice
     "ConfigurationError": ServerError,
     "UpstreamError": UpstreamError,
     "UpstreamUnavailable": UpstreamUnavailable,

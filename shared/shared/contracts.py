@@ -12,7 +12,7 @@ import typing
 import unicodedata
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
@@ -40,6 +40,12 @@ MAX_UNCERTAINTIES = 20  # an Actor's uncertainties the Critic is asked to check
 MAX_UNCERTAINTY_CHARS = 500
 MAX_UNVERIFIED = 10  # failed research queries a revision is told about
 MAX_REASON_CHARS = 500
+# Bounds of the Critic's reply: sent in its schema (a grammar keeps a local model inside
+# them) and what its output-token cap is sized for (``critique_output_tokens``)
+MAX_LABEL_CHARS = 200  # a dimension, an error type, an id, where a finding rests
+MAX_SPAN_CHARS = 2_000  # a quoted span, a suggestion, a justification, a checked point
+MAX_CRITIQUE_TEXT_CHARS = 4_000  # the reflection, a corrected span
+MAX_CRITIC_QUERIES = 5
 
 # Control (Cc), format (Cf: RTL overrides, zero-width marks), line/paragraph separators and
 # lone surrogates: invisible, or they reorder or split what a person reads.
@@ -342,24 +348,32 @@ class CritiqueIssue(WireModel):
     and both are filled in the result.
     """
 
-    dimension: str
+    dimension: str = Field(max_length=MAX_LABEL_CHARS)
     severity: Severity
     quote: str | None = Field(
-        default=None, description="An exact span of the critiqued output; None if none applies."
+        default=None,
+        max_length=MAX_SPAN_CHARS,
+        description="An exact span of the critiqued output; None if none applies.",
     )
-    suggestion: str
+    suggestion: str = Field(max_length=MAX_SPAN_CHARS)
     error_type: str = Field(
         default="other",
+        max_length=MAX_LABEL_CHARS,
         description="One of the profile's error types, or `other` when none of them fits.",
     )
     original_text: str | None = Field(
-        default=None, description="The same exact span as `quote` (the reflection record's name)."
+        default=None,
+        max_length=MAX_SPAN_CHARS,
+        description="The same exact span as `quote` (the reflection record's name).",
     )
     corrected_text: str | None = Field(
-        default=None, description="A suggested replacement for that span; None if none applies."
+        default=None,
+        max_length=MAX_CRITIQUE_TEXT_CHARS,
+        description="A suggested replacement for that span; None if none applies.",
     )
     evidence_source: str | None = Field(
         default=None,
+        max_length=MAX_LABEL_CHARS,
         description="What the finding rests on: `task`, `evaluation`, `knowledge:<id>`, "
         "`evidence:<ref>` or `output` (the text contradicting itself).",
     )
@@ -473,22 +487,29 @@ class CritiqueRequest(WireModel):
 class BindingCheck(WireModel):
     """Whether the version applies one of a human reviewer's points."""
 
-    point: str
+    point: str = Field(max_length=MAX_SPAN_CHARS)
     satisfied: bool
     quote: str | None = Field(
-        default=None, description="The span of the output that shows it; None if none does."
+        default=None,
+        max_length=MAX_SPAN_CHARS,
+        description="The span of the output that shows it; None if none does.",
     )
 
 
 class Critique(WireModel):
     """The Critic's structured verdict; the loop decides on ``verdict`` and nothing else.
-    A ``pass`` ends a run only when every ``binding_checks`` entry is satisfied."""
+    A ``pass`` ends a run only when every ``binding_checks`` entry is satisfied.
+
+    ``ADVISORY`` names the numbers that inform and do not decide: a model's value out of
+    their range is clamped (and noted) rather than re-asked; ``verdict`` decides."""
+
+    ADVISORY: ClassVar[tuple[str, ...]] = ("confidence", "continue_value")
 
     verdict: Verdict
     confidence: Annotated[float, Field(ge=0.0, le=1.0)]
-    issues: list[CritiqueIssue] = []
-    binding_checks: list[BindingCheck] = []
-    reflection: str
+    issues: Annotated[list[CritiqueIssue], Field(max_length=MAX_ISSUES)] = []
+    binding_checks: Annotated[list[BindingCheck], Field(max_length=MAX_POINTS)] = []
+    reflection: str = Field(max_length=MAX_CRITIQUE_TEXT_CHARS)
     error_class: ErrorClass
     no_error_found: bool = Field(
         default=False,
@@ -496,10 +517,13 @@ class Critique(WireModel):
     )
     justification: str = Field(
         default="",
+        max_length=MAX_SPAN_CHARS,
         description="With `no_error_found`: why nothing is wrong, at least "
         f"{MIN_JUSTIFICATION_CHARS} characters naming what was checked.",
     )
-    accepted_refusals: list[str] = Field(
+    accepted_refusals: Annotated[
+        list[Annotated[str, Field(max_length=MAX_LABEL_CHARS)]], Field(max_length=MAX_ISSUES)
+    ] = Field(
         default=[],
         description="Ids of declined issues (`<declined>`) whose refusal is accepted; a "
         "refusal not accepted is raised again in `issues`. Empty when nothing was declined.",
@@ -509,7 +533,10 @@ class Critique(WireModel):
         description="How much another revision round would improve the output, 0 (nothing) "
         "to 10 (a great deal); null when not judged.",
     )
-    queries: list[str] = Field(
+    queries: Annotated[
+        list[Annotated[str, Field(max_length=MAX_LABEL_CHARS)]],
+        Field(max_length=MAX_CRITIC_QUERIES),
+    ] = Field(
         default=[],
         description="At depth L2 or when research is on: up to 3 search queries (at most 8 "
         "words each) for the claims the Critic could not verify; empty otherwise.",
@@ -546,6 +573,11 @@ class CritiqueResult(Critique):
     )
     degraded_reason: str | None = None
     rounds: int = Field(default=1, description="Model rounds behind this critique (L3: up to 2).")
+    clamped: list[str] = Field(
+        default=[],
+        description="Advisory values the model gave out of range, clamped rather than re-asked "
+        "(`confidence 95 clamped to 1.0`); empty when none was.",
+    )
     knowledge_used: list[str] = Field(
         default=[], description="The ids of the knowledge entries this critique received."
     )

@@ -25,6 +25,9 @@ class AppError(Exception):
         self.detail = detail if detail is not None else message
         if status_code is not None:
             self.status_code = status_code
+        # JSON-safe keys rendered beside ``error`` and ``detail`` (e.g. the ``usage`` of
+        # model calls a failed request paid for, so the caller can bill them)
+        self.extra: dict[str, Any] = {}
 
 
 class BadRequest(AppError):
@@ -55,6 +58,13 @@ class InvalidModelOutput(AppError):
     """The model's structured output stayed invalid after the repair re-ask."""
 
     status_code = 422
+
+
+class OutputTruncated(InvalidModelOutput):
+    """The model's reply was cut off by its output-token cap, even on the larger retry cap.
+
+    A 422 like any unusable model output (the same request cannot do better): the caller
+    stops the run as ``invalid_model_output``."""
 
 
 class ConfigurationError(AppError):
@@ -125,7 +135,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def app_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, AppError)
-        return JSONResponse(error_body(type(exc).__name__, exc.detail), status_code=exc.status_code)
+        body = {**exc.extra, **error_body(type(exc).__name__, exc.detail)}
+        return JSONResponse(body, status_code=exc.status_code)
 
     async def validation_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)

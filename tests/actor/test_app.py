@@ -230,6 +230,41 @@ class TestFailures:
         assert body["error"] == "InvalidModelOutput"
         assert "even after one repair" in body["detail"]
 
+    async def test_a_draft_cut_off_once_is_whole_on_twice_the_cap(self, actor, fake_model):
+        fake_model.faults({"truncated": True})
+        response = await actor.post("/v1/draft", json={"task": "Say hi."})
+        assert response.status_code == 200, response.text
+        first, second = fake_model.requests()
+        caps = [c["body"]["max_completion_tokens"] for c in (first, second)]
+        assert caps == [2048, 4096]  # the text kind's cap, then the larger retry cap
+        assert user_text(second) == user_text(first)  # the cut-off reply is not pasted back
+        usage = response.json()["usage"]
+        assert usage["attempts"] == 2
+        assert usage["output_tokens"] > 2048  # the cut-off call is billed too
+
+    async def test_a_draft_cut_off_twice_is_output_truncated_with_usage(self, actor, fake_model):
+        fake_model.faults({"truncated": True}, {"truncated": True})
+        response = await actor.post("/v1/draft", json={"task": "Say hi."})
+        assert response.status_code == 422
+        body = response.json()
+        assert body["error"] == "OutputTruncated"
+        assert "finish reason length, 4096 of 4096 output tokens" in body["detail"]
+        assert body["usage"]["output_tokens"] == 2048 + 4096
+
+    async def test_a_revision_cap_follows_the_previous_output(self, actor, fake_model):
+        previous = "Tides follow the moon. " * 260  # 5,980 characters
+        response = await actor.post(
+            "/v1/revise",
+            json={
+                "task": "Explain tides.",
+                "previous_output": previous,
+                "reflections": [reflection("critic", "Mention the sun.")],
+            },
+        )
+        assert response.status_code == 200, response.text
+        cap = fake_model.requests()[0]["body"]["max_completion_tokens"]
+        assert cap == len(previous) * 5 // 12 + 300
+
     async def test_burst_of_429_and_500_still_succeeds(self, actor, fake_model):
         fake_model.faults({"status": 429, "retry_after": 0.05}, {"status": 500}, {"status": 429})
         response = await actor.post("/v1/draft", json={"task": "Say hi."})

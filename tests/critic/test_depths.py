@@ -26,7 +26,7 @@ def body(**extra) -> dict:
 
 
 class TestEachDepth:
-    @pytest.mark.parametrize(("depth", "cap"), [("L1", 256), ("L2", 512), ("L3", 512)])
+    @pytest.mark.parametrize(("depth", "cap"), [("L1", 1000), ("L2", 1400), ("L3", 2000)])
     async def test_prompt_cap_and_fields(self, critic, fake_model, depth, cap):
         response = await critic.post("/v1/critique", json=body(depth=depth, profile="medical"))
         assert response.status_code == 200, response.text
@@ -41,8 +41,19 @@ class TestEachDepth:
             assert [mark for mark in PROMPT_MARKS.values() if mark in system] == [
                 PROMPT_MARKS[depth]
             ]
-            assert call["body"]["max_tokens"] == cap
+        # what the depth's issues need, not a fixed 256 (an L3 re-test asks for more)
+        assert calls[0]["body"]["max_tokens"] == cap
+        assert all(cap <= c["body"]["max_tokens"] <= 2048 for c in calls)
         assert result["rounds"] == len(calls)
+
+    async def test_the_cap_grows_with_the_reviewer_points(self, critic, fake_model):
+        points = [f"Name the dose in milligrams, point {n}." for n in range(3)]
+        reflections = [{"content": p, "source": "human"} for p in points]
+        await critic.post(
+            "/v1/critique",
+            json=body(depth="L2", reflections=reflections, binding_points=points),
+        )
+        assert fake_model.requests()[0]["body"]["max_tokens"] == 1400 + 3 * 100
 
     async def test_the_cap_never_exceeds_the_service_cap(self, critic_with, fake_model):
         async with critic_with(max_output_tokens=300) as client:
@@ -156,7 +167,7 @@ class TestDegrade:
         cut_off, fallback = fake_model.requests()
         assert PROMPT_MARKS["L2"] in cut_off["body"]["system"]
         assert PROMPT_MARKS["L1"] in fallback["body"]["system"]
-        assert fallback["body"]["max_tokens"] == 256
+        assert fallback["body"]["max_tokens"] == 1000
         assert result["risk"] == "high"
 
     async def test_an_l2_that_keeps_answering_garbage_degrades_to_l1(self, critic, fake_model):
@@ -169,6 +180,65 @@ class TestDegrade:
         assert result["degraded"] is True
         assert result["degraded_reason"].startswith("InvalidModelOutput")
         assert len(fake_model.requests()) == 3
+
+    async def test_a_degraded_critique_counts_the_failed_l2_calls(self, critic, fake_model):
+        fake_model.faults(
+            {"malformed": True, "stage": "critique"}, {"malformed": True, "stage": "critique"}
+        )
+        response = await critic.post("/v1/critique", json=body(depth="L2"))
+        result = response.json()
+        assert result["degraded"] is True
+        assert result["usage"]["attempts"] == 3  # two failed L2 calls and the L1 one
+        calls = fake_model.requests()
+        assert result["usage"]["input_tokens"] == sum(
+            c["response"]["usage"]["input_tokens"] for c in calls
+        )
+
+    async def test_a_failed_l1_says_what_its_calls_cost(self, critic, fake_model):
+        fake_model.faults(
+            {"malformed": True, "stage": "critique"}, {"malformed": True, "stage": "critique"}
+        )
+        response = await critic.post("/v1/critique", json=body(depth="L1"))
+        failed = response.json()
+        assert response.status_code == 422
+        assert failed["error"] == "InvalidModelOutput"
+        assert "finish reason tool_use, " in failed["detail"]
+        assert failed["usage"]["attempts"] == 2
+        assert failed["usage"]["output_tokens"] == sum(
+            c["response"]["usage"]["output_tokens"] for c in fake_model.requests()
+        )
+
+    async def test_a_critique_cut_off_twice_is_output_truncated(self, critic, fake_model):
+        fake_model.faults(
+            {"truncated": True, "stage": "critique"}, {"truncated": True, "stage": "critique"}
+        )
+        response = await critic.post("/v1/critique", json=body(depth="L1"))
+        assert response.status_code == 422
+        assert response.json()["error"] == "OutputTruncated"
+        assert "finish reason max_tokens" in response.json()["detail"]
+        assert response.json()["usage"]["attempts"] == 2
+
+    async def test_an_out_of_range_confidence_is_clamped_and_noted(self, critic, fake_model):
+        fake_model.script(
+            {
+                "stage": "critique",
+                "response": {
+                    "verdict": "revise",
+                    "confidence": 95,
+                    "issues": [
+                        {"dimension": "accuracy", "severity": "minor", "suggestion": "Fix it."}
+                    ],
+                    "reflection": "One thing.",
+                    "error_class": "logic",
+                },
+            }
+        )
+        response = await critic.post("/v1/critique", json=body(depth="L1"))
+        result = response.json()
+        assert response.status_code == 200, response.text
+        assert result["confidence"] == 1.0
+        assert result["clamped"] == ["confidence 95 clamped to 1.0"]
+        assert len(fake_model.requests()) == 1
 
     async def test_a_timed_out_l1_is_a_504_not_a_retry(self, critic_with, fake_model):
         fake_model.faults({"delay_s": 3.0, "stage": "critique"})

@@ -540,6 +540,30 @@ async def test_malformed_fault_is_well_formed_api_but_invalid_content(via, oai, 
     await criticise(via, oai, ant, critic_prompt("T", "An answer."))
 
 
+async def test_truncated_fault_is_cut_off_by_the_cap(oai, ant, http):
+    await control(http, "POST", "faults", {"faults": [{"truncated": True}] * 2})
+    chat = await oai.chat.completions.create(
+        model="gpt-test",
+        max_completion_tokens=77,
+        messages=[{"role": "user", "content": critic_prompt("T", "An answer.")}],
+        response_format={
+            "type": "json_schema",
+            "json_schema": {"name": "critique", "schema": CRITIC_SCHEMA, "strict": True},
+        },
+    )
+    assert chat.choices[0].finish_reason == "length"
+    assert chat.usage is not None
+    assert chat.usage.completion_tokens == 77
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(chat.choices[0].message.content or "")
+    message = await ant.messages.create(
+        model="claude-test",
+        max_tokens=55,
+        messages=[{"role": "user", "content": critic_prompt("T", "An answer.")}],
+    )
+    assert (message.stop_reason, message.usage.output_tokens) == ("max_tokens", 55)
+
+
 async def test_fault_filters_by_stage_and_match(oai, ant, http):
     faults = [
         {"status": 500, "stage": "critique"},
@@ -688,6 +712,7 @@ async def test_control_rejects_bad_shapes(http):
         ("faults", {"faults": [{}]}),
         ("faults", {"faults": [{"retry_after": 1}]}),
         ("faults", {"faults": [{"status": 200}]}),
+        ("faults", {"faults": [{"status": 500, "truncated": True}]}),
         ("config", {"latency_ms": -1}),
     ]
     for path, body in bad:

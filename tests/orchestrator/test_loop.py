@@ -275,6 +275,53 @@ class TestEnvironmentErrors:
         run_id = await start(api, task="Explain tides.")
         run = await wait_for(api, run_id)
         assert run["stop_reason"] == "invalid_model_output"
+        assert run["error_class"] == "invalid_model_output"
+
+    async def test_a_critic_422_bills_the_critic_calls_it_made(self, api, fake_model):
+        fake_model.faults(
+            {"malformed": True, "stage": "critique"}, {"malformed": True, "stage": "critique"}
+        )
+        before = (await api.get("/v1/stats")).json()
+        run_id = await start(api, task="Explain tides.")
+        run = await wait_for(api, run_id)
+        assert run["stop_reason"] == "invalid_model_output"
+        calls = fake_model.requests()
+        assert [c["stage"] for c in calls] == ["draft", "critique", "critique"]
+        billed_in = sum(c["response"]["usage"]["input_tokens"] for c in calls[1:])
+        trajectory = (await api.get(f"/v1/runs/{run_id}/trajectory")).json()
+        critic = [c for c in trajectory["calls"] if c["role"] == "critic"]
+        assert [(c["stage"], c["usage"]["attempts"]) for c in critic] == [("critique", 2)]
+        assert critic[0]["usage"]["input_tokens"] == billed_in
+        actor = next(c for c in trajectory["calls"] if c["role"] == "actor")
+        assert run["input_tokens"] == actor["usage"]["input_tokens"] + billed_in
+        assert run["cost_usd"] == pytest.approx(
+            actor["usage"]["cost_usd"] + critic[0]["usage"]["cost_usd"]
+        )
+        after = (await api.get("/v1/stats")).json()
+
+        def critic_calls(stats: dict) -> int:
+            return sum(p["calls"] for p in stats["providers"] if p["role"] == "critic")
+
+        assert critic_calls(after) == critic_calls(before) + 1
+
+    async def test_a_draft_cut_off_twice_bills_the_actor_calls(self, api, fake_model):
+        fake_model.faults(
+            {"truncated": True, "stage": "draft"}, {"truncated": True, "stage": "draft"}
+        )
+        run_id = await start(api, task="Explain tides.")
+        run = await wait_for(api, run_id)
+        assert (run["stop_reason"], run["error_class"]) == (
+            "invalid_model_output",
+            "invalid_model_output",
+        )
+        calls = fake_model.requests()
+        assert [c["stage"] for c in calls] == ["draft", "draft"]
+        spent = sum(c["response"]["usage"]["completion_tokens"] for c in calls)
+        trajectory = (await api.get(f"/v1/runs/{run_id}/trajectory")).json()
+        [actor] = trajectory["calls"]
+        assert (actor["role"], actor["stage"]) == ("actor", "draft")
+        assert actor["usage"]["output_tokens"] == spent == run["output_tokens"]
+        assert run["cost_usd"] > 0
 
 
 class TestCancel:

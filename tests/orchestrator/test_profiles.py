@@ -62,7 +62,7 @@ class TestChoosing:
         [call] = [c for c in fake_model.requests() if c["stage"] == "critique"]
         assert "senior legal reviewer" in call["body"]["system"]
         assert "Depth L2, evidence" in call["body"]["system"]
-        assert call["body"]["max_tokens"] == 512
+        assert call["body"]["max_tokens"] == 1400  # what an L2 critique needs
 
     async def test_without_a_profile_the_kind_decides(self, api):
         run = await wait_for(api, await start(api, task="Explain tides.", policy={"max_rounds": 1}))

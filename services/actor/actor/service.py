@@ -6,10 +6,19 @@ import ast
 import re
 from collections.abc import Awaitable, Iterator
 from dataclasses import replace
+from typing import Annotated
 
 from pydantic import BaseModel, Field
 
 from shared.contracts import (
+    MAX_ISSUES,
+    MAX_LABEL_CHARS,
+    MAX_OUTPUT_CHARS,
+    MAX_POINT_CHARS,
+    MAX_POINTS,
+    MAX_SPAN_CHARS,
+    MAX_UNCERTAINTIES,
+    MAX_UNCERTAINTY_CHARS,
     ActorResult,
     DraftRequest,
     KnowledgeKind,
@@ -29,23 +38,51 @@ from shared.replay.journal import CallJournal, with_cut_off
 
 SCHEMA_NAME = "actor_output"
 MAX_SEARCH_QUERIES = 3
+# What an Actor reply needs, in output tokens: a first draft by the task's kind; a revision
+# its previous output (about 3 characters a token, JSON-escaped) and an answer per point and
+# issue. A reply cut off by this cap is asked again once at twice it (within the ceiling).
+DRAFT_TOKENS = {TaskKind.text: 2048, TaskKind.code: 2048}
+ANSWER_TOKENS = 150
+ENVELOPE_TOKENS = 300  # uncertainties, search queries, the JSON around them
+
+
+def actor_cap(kind: TaskKind, ceiling: int, *, previous_output: str = "", answers: int = 0) -> int:
+    """The output-token cap of one Actor call, at most ``ceiling``."""
+    need = max(
+        DRAFT_TOKENS.get(kind, 2048),
+        len(previous_output) * 5 // 12 + ENVELOPE_TOKENS + ANSWER_TOKENS * answers,
+    )
+    return max(1, min(need, ceiling))
+
+
 _FENCE = re.compile(r"^\s*```[\w+-]*\s*\n(?P<body>.*?)\n?```\s*$", re.DOTALL)
 
 
 class PointAnswer(BaseModel):
     point: str = Field(
-        default="", description="The reviewer point answered, copied exactly; empty for an issue."
+        default="",
+        max_length=MAX_POINT_CHARS,
+        description="The reviewer point answered, copied exactly; empty for an issue.",
     )
     issue: str = Field(
-        default="", description="The critic issue answered, by its id (`i1`); empty for a point."
+        default="",
+        max_length=MAX_LABEL_CHARS,
+        description="The critic issue answered, by its id (`i1`); empty for a point.",
     )
     action: PointAction = Field(description="`applied`, or `declined` with a reason.")
-    reason: str = Field(default="", description="Why it was declined, or how it was applied.")
+    reason: str = Field(
+        default="",
+        max_length=MAX_SPAN_CHARS,
+        description="Why it was declined, or how it was applied.",
+    )
     where: str = Field(
-        default="", description="Where in the output the change is (a quote or a place)."
+        default="",
+        max_length=MAX_SPAN_CHARS,
+        description="Where in the output the change is (a quote or a place).",
     )
     source: str = Field(
         default="",
+        max_length=MAX_SPAN_CHARS,
         description="For a hallucination issue whose claim stays: the source that supports it "
         '(`[n]`, `evidence:[n]` or its URL, `knowledge:<id>`, or `task: "<exact span>"`); '
         "else empty.",
@@ -55,14 +92,23 @@ class PointAnswer(BaseModel):
 class ActorOutput(BaseModel):
     """What the model must return (the wire ``ActorResult`` adds usage)."""
 
-    output: str = Field(description="The answer itself; for code tasks, only source code.")
-    uncertainties: list[str] = Field(description="What the answer is unsure about.")
-    responses: list[PointAnswer] = Field(
+    output: str = Field(
+        max_length=MAX_OUTPUT_CHARS,
+        description="The answer itself; for code tasks, only source code.",
+    )
+    uncertainties: Annotated[
+        list[Annotated[str, Field(max_length=MAX_UNCERTAINTY_CHARS)]],
+        Field(max_length=MAX_UNCERTAINTIES),
+    ] = Field(description="What the answer is unsure about.")
+    responses: Annotated[list[PointAnswer], Field(max_length=MAX_POINTS + MAX_ISSUES)] = Field(
         default_factory=list,
         description="One answer per reviewer point and per critic issue of a revision; empty "
         "for a first draft.",
     )
-    search_queries: list[str] = Field(
+    search_queries: Annotated[
+        list[Annotated[str, Field(max_length=MAX_LABEL_CHARS)]],
+        Field(max_length=MAX_SEARCH_QUERIES + 2),
+    ] = Field(
         default_factory=list,
         description="1-3 short web search queries (at most 8 words each) that would check the "
         "answer's factual claims; empty when it states nothing that needs checking.",
@@ -241,7 +287,8 @@ class ActorService:
             ),
             system=self._system(request.kind, request.entry_point),
             user=user,
-            max_tokens=self.max_tokens,
+            max_tokens=actor_cap(request.kind, self.max_tokens),
+            max_tokens_ceiling=self.max_tokens,
         )
         return await self._ask(call, request.kind, entry_point=request.entry_point, journal=journal)
 
@@ -271,7 +318,13 @@ class ActorService:
             temperature=self.revise_temperature,
             system=self._system(request.kind, request.entry_point),
             user=user,
-            max_tokens=self.max_tokens,
+            max_tokens=actor_cap(
+                request.kind,
+                self.max_tokens,
+                previous_output=request.previous_output,
+                answers=len(request.binding_points) + len(request.issues),
+            ),
+            max_tokens_ceiling=self.max_tokens,
         )
         return await self._ask(
             call,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from critic.profiles import OTHER_ERROR_TYPE, Profile, ProfileBook, Risk
 from shared.contracts import (
@@ -23,7 +23,7 @@ from shared.contracts import (
     Usage,
     Verdict,
 )
-from shared.errors import InvalidModelOutput, UpstreamError, UpstreamTimeout
+from shared.errors import AppError, InvalidModelOutput, UpstreamError, UpstreamTimeout
 from shared.logging import get_logger
 from shared.prompting import PromptBook
 from shared.providers import ModelCall, ModelProvider
@@ -33,6 +33,27 @@ from shared.verdicts import pass_refusals
 
 SCHEMA_NAME = "critique"
 MAX_L3_ROUNDS = 2
+# What a critique's reply needs, in output tokens: its fixed fields (verdict, confidence,
+# reflection, justification, queries), each issue it may list (the span, the suggestion, the
+# corrected span) and each reviewer point it checks. A fixed 256 cut three issues off.
+CRITIQUE_BASE_TOKENS = 400
+ISSUE_TOKENS = 200
+POINT_TOKENS = 100
+EXPECTED_ISSUES = {Depth.L1: 3, Depth.L2: 5, Depth.L3: 8}
+
+
+def critique_cap(plan: DepthPlan, ceiling: int, *, points: int, retested: int) -> int:
+    """The output-token cap of one critique call: what the depth's issues, the reviewer
+    points and the issues an L3 second round re-tests need, within the depth's cap setting
+    and the service's (which also bounds the one retry of a reply cut off by its cap)."""
+    need = (
+        CRITIQUE_BASE_TOKENS
+        + ISSUE_TOKENS * (EXPECTED_ISSUES.get(plan.depth, 5) + retested)
+        + POINT_TOKENS * points
+    )
+    return max(1, min(need, plan.max_tokens, ceiling))
+
+
 log = get_logger("crosscheck.critic")
 _SPACE = re.compile(r"\s+")
 
@@ -160,6 +181,13 @@ class _Spent:
     usage: Usage | None = None
     exchanges: list[ModelExchange] | None = None
     journal: CallJournal | None = None  # a keyed critique's calls, replayed by a retry
+    clamped: list[str] = field(default_factory=list)  # advisory values brought into range
+
+    def failed(self, exc: AppError) -> None:
+        """Count the calls behind a failed model request (their usage rides on the error)."""
+        usage = exc.extra.get("usage")
+        if usage is not None:
+            self.add(Usage.model_validate(usage), [])
 
     def add(self, usage: Usage, exchanges: list[ModelExchange]) -> None:
         self.exchanges = [*(self.exchanges or []), *exchanges]
@@ -206,11 +234,21 @@ class CriticService:
         self, request: CritiqueRequest, journal: CallJournal | None = None
     ) -> CritiqueResult:
         """Judge ``request.output``. With a ``journal`` (a keyed request), each model call is
-        journalled as it returns, so a retry after this process died pays for none twice."""
+        journalled as it returns, so a retry after this process died pays for none twice.
+        A critique that fails after calling the model says what those calls cost: the
+        error's ``usage`` (rendered in the error body), for the caller to bill."""
+        spent = _Spent(journal=journal)
+        try:
+            return await self._critique(request, spent)
+        except AppError as exc:
+            if spent.usage is not None:
+                exc.extra["usage"] = spent.usage.model_dump(mode="json")
+            raise
+
+    async def _critique(self, request: CritiqueRequest, spent: _Spent) -> CritiqueResult:
         profile = self.profiles.choose(request.profile, request.kind)
         requested = request.depth or profile.default_depth
         depth = self.depths.resolve(requested, profile, request.latency_budget_s)
-        spent = _Spent(journal=journal)
         degraded_reason: str | None = None
         try:
             value, rounds = await self._at_depth(request, profile, depth, spent)
@@ -268,6 +306,7 @@ class CriticService:
             degraded_reason=degraded_reason,
             rounds=rounds,
             knowledge_used=[note.id for note in request.knowledge],
+            clamped=spent.clamped,
         )
 
     async def _at_depth(
@@ -323,7 +362,13 @@ class CriticService:
                 uncertainties=request.uncertainties,
                 ask_queries=asks_for_queries(request, plan.depth),
             ),
-            max_tokens=min(plan.max_tokens, self.max_tokens),
+            max_tokens=critique_cap(
+                plan,
+                self.max_tokens,
+                points=len(request.binding_points),
+                retested=len(first_round or []),
+            ),
+            max_tokens_ceiling=self.max_tokens,
         )
         needs_evidence = plan.depth is not Depth.L1
         known_types = profile.error_type_names
@@ -374,13 +419,18 @@ class CriticService:
         def ask() -> Awaitable[StructuredReply[Critique]]:
             return self.provider.structured(call, Critique, SCHEMA_NAME, check=check)
 
-        if spent.journal is None:
-            reply = await ask()
-        else:
-            reply, cut_off = await spent.journal.call(call, Critique, ask)
-            for usage in cut_off:  # tries a dead process sent: paid for, never answered here
-                spent.add(usage, [])
+        try:
+            if spent.journal is None:
+                reply = await ask()
+            else:
+                reply, cut_off = await spent.journal.call(call, Critique, ask)
+                for usage in cut_off:  # tries a dead process sent: paid for, never answered
+                    spent.add(usage, [])
+        except AppError as exc:
+            spent.failed(exc)
+            raise
         spent.add(reply.usage, reply.exchanges)
+        spent.clamped += reply.clamped
         broken = reply.value.record_problems()
         if broken:
             raise InvalidModelOutput(

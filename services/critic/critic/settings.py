@@ -28,9 +28,27 @@ class CriticSettings(ReplaySettings, RoleProviderSettings):
         description="A folder of extra profile files (*.toml) beside the shipped ones "
         "(CRITIC_PROFILES_DIR).",
     )
-    l1_max_tokens: int = Field(default=256, ge=64, le=32_768)
-    l2_max_tokens: int = Field(default=512, ge=64, le=32_768)
-    l3_max_tokens: int = Field(default=512, ge=64, le=32_768)
+    l1_max_tokens: int = Field(
+        default=1024,
+        ge=64,
+        le=32_768,
+        description="Most output tokens an L1 critique call asks for; the cap sent is what "
+        "the request needs (3 issues, its reviewer points), at most this and "
+        "CROSSCHECK_MAX_OUTPUT_TOKENS (CRITIC_L1_MAX_TOKENS).",
+    )
+    l2_max_tokens: int = Field(
+        default=2048,
+        ge=64,
+        le=32_768,
+        description="The same for L2 (5 issues) (CRITIC_L2_MAX_TOKENS).",
+    )
+    l3_max_tokens: int = Field(
+        default=2048,
+        ge=64,
+        le=32_768,
+        description="The same for L3 (8 issues, and the second round's re-tested issues) "
+        "(CRITIC_L3_MAX_TOKENS).",
+    )
     l1_budget_s: float = Field(default=60.0, gt=0, le=3600)
     l2_budget_s: float = Field(default=90.0, gt=0, le=3600)
     l3_budget_s: float = Field(default=180.0, gt=0, le=3600)

@@ -192,7 +192,7 @@ def create_app(settings: FakeModelSettings | None = None) -> FastAPI:
             api=api, stage=stage, text=call.match_text, params=list(body)
         )
         item: ScriptItem | None = None
-        if fault is None or (fault.status is None and not fault.malformed):
+        if fault is None or (fault.status is None and not fault.malformed and not fault.truncated):
             item = state.take_item(
                 api=api, stage=stage, text=call.match_text, temperature=call.temperature
             )
@@ -221,14 +221,17 @@ def create_app(settings: FakeModelSettings | None = None) -> FastAPI:
             return fail(status_fault.status, status_fault.message, extra)
 
         malformed = any(f.malformed for f in applied)
+        truncated = any(f.truncated for f in applied)
         if item is not None and item.raw is not None:
-            answer = Answer(raw=item.raw, malformed=malformed)
+            answer = Answer(raw=item.raw, malformed=malformed, truncated=truncated)
         elif item is not None and item.response is not None:
             value = scripted_actor(sections, stage, item.response)
-            answer = Answer(value=value, malformed=malformed)
+            answer = Answer(value=value, malformed=malformed, truncated=truncated)
         else:
             built = structured_output(sections, stage)
-            answer = Answer(value=fit_schema(built, call.schema), malformed=malformed)
+            answer = Answer(
+                value=fit_schema(built, call.schema), malformed=malformed, truncated=truncated
+            )
 
         render = openai_completion if api == "openai" else anthropic_message
         return finish(200, render(call, answer), _headers(api))

@@ -43,6 +43,7 @@ class ModelCall:
     last_user_text: str
     match_text: str
     input_tokens: int
+    max_tokens: int | None = None  # the request's output-token cap
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class Answer:
     value: JsonValue = None
     raw: str | None = None
     malformed: bool = False
+    truncated: bool = False  # cut off by the request's output-token cap
 
 
 def scripted_id(prefix: str) -> str:
@@ -177,7 +179,12 @@ def parse_openai(body: dict[str, Any]) -> ModelCall:
         last_user_text=last_user,
         match_text="\n".join(match_texts),
         input_tokens=estimate_tokens("\n".join(all_texts)),
+        max_tokens=_cap(body.get("max_completion_tokens", body.get("max_tokens"))),
     )
+
+
+def _cap(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def parse_anthropic(body: dict[str, Any]) -> ModelCall:
@@ -241,6 +248,7 @@ def parse_anthropic(body: dict[str, Any]) -> ModelCall:
         last_user_text=last_user,
         match_text="\n".join(match_texts),
         input_tokens=estimate_tokens("\n".join(all_texts)),
+        max_tokens=max_tokens,
     )
 
 
@@ -295,6 +303,8 @@ def openai_completion(call: ModelCall, answer: Answer) -> dict[str, Any]:
     """A ``chat.completion`` object."""
     message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": None}
     text = answer_text(call.mode, answer)
+    if answer.truncated:
+        text = truncate_json(text)
     if call.mode == "tool":
         message["tool_calls"] = [
             {
@@ -308,6 +318,9 @@ def openai_completion(call: ModelCall, answer: Answer) -> dict[str, Any]:
         message["content"] = text
         finish_reason = "stop"
     output_tokens = estimate_tokens(text)
+    if answer.truncated:
+        finish_reason = "length"
+        output_tokens = call.max_tokens or output_tokens
     body = {
         "id": scripted_id("chatcmpl-"),
         "object": "chat.completion",
@@ -329,7 +342,12 @@ def openai_completion(call: ModelCall, answer: Answer) -> dict[str, Any]:
 def anthropic_message(call: ModelCall, answer: Answer) -> dict[str, Any]:
     """A Messages ``message`` object."""
     content: list[dict[str, Any]]
-    if call.mode == "tool":
+    if answer.truncated:  # cut off mid-answer: what there was of it, as text
+        text = truncate_json(answer_text(call.mode, answer))
+        content = [{"type": "text", "text": text}]
+        stop_reason = "max_tokens"
+        output_tokens = call.max_tokens or estimate_tokens(text)
+    elif call.mode == "tool":
         arguments = tool_input(call.schema, answer)
         content = [
             {

@@ -30,7 +30,9 @@ class Fault(_Control):
 
     ``status`` answers with that HTTP error (``retry_after`` adds a ``retry-after`` header);
     ``delay_s`` sleeps first (alone, the call then answers normally); ``malformed`` answers a
-    well-formed API response whose structured content does not validate;
+    well-formed API response whose structured content does not validate; ``truncated``
+    answers as a reply cut off by the request's output-token cap (half the content,
+    ``finish_reason: length`` / ``stop_reason: max_tokens``, the cap's tokens spent);
     ``unsupported_param`` refuses a request that carries that top-level parameter with a 400
     in the provider's shape (OpenAI: ``param`` and ``code: unsupported_parameter``), as a real
     model refuses e.g. ``temperature``; a request without it does not consume the fault.
@@ -40,6 +42,7 @@ class Fault(_Control):
     retry_after: float | None = Field(default=None, ge=0)
     delay_s: float | None = Field(default=None, ge=0, le=600)
     malformed: bool = False
+    truncated: bool = False
     message: str | None = None
     unsupported_param: str | None = Field(default=None, min_length=1, max_length=100)
     stage: StageFilter = "any"
@@ -49,13 +52,23 @@ class Fault(_Control):
     @model_validator(mode="after")
     def _does_something(self) -> Self:
         if self.unsupported_param is not None:
-            if self.status not in (None, 400) or self.malformed:
-                raise ValueError("unsupported_param answers a 400: no other status, not malformed")
+            if self.status not in (None, 400) or self.malformed or self.truncated:
+                raise ValueError(
+                    "unsupported_param answers a 400: no other status, not malformed or truncated"
+                )
             self.status = 400
-        if self.status is None and self.delay_s is None and not self.malformed:
+        if (
+            self.status is None
+            and self.delay_s is None
+            and not self.malformed
+            and not self.truncated
+        ):
             raise ValueError(
-                "a fault needs at least one of status, delay_s, malformed or unsupported_param"
+                "a fault needs at least one of status, delay_s, malformed, truncated or "
+                "unsupported_param"
             )
+        if self.status is not None and self.truncated:
+            raise ValueError("a fault is either an HTTP error (status) or truncated, not both")
         if self.retry_after is not None and self.status is None:
             raise ValueError("retry_after needs a status")
         if self.status is not None and self.malformed:

@@ -79,4 +79,5 @@ class AnthropicProvider(BaseProvider):
             output_tokens=response.usage.output_tokens,
             request=request,
             response=response.model_dump(mode="json", exclude_none=True),
+            finish_reason=response.stop_reason,
         )

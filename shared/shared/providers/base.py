@@ -15,7 +15,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from email.utils import parsedate_to_datetime
 from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
@@ -23,7 +23,14 @@ from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from shared.contracts import ModelExchange, Stage, Usage
-from shared.errors import InvalidModelOutput, UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from shared.errors import (
+    AppError,
+    InvalidModelOutput,
+    OutputTruncated,
+    UpstreamError,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
 from shared.logging import get_logger
 from shared.prompting import escape_data
 from shared.providers.capabilities import Capabilities, CapabilityOverrides, capabilities_for
@@ -33,6 +40,8 @@ T = TypeVar("T", bound=BaseModel)
 log = get_logger("crosscheck.providers")
 
 MAX_RETRY_AFTER_S = 300.0
+TRUNCATED = frozenset({"length", "max_tokens"})  # OpenAI's / Anthropic's "cut off by the cap"
+SHOWN_REPLY_CHARS = 120  # how much of an unusable reply an error quotes
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,14 @@ class ModelCall:
     system: str
     user: str
     max_tokens: int = 4096
+    # the most output tokens the one retry of a reply cut off by ``max_tokens`` may ask for;
+    # None: twice ``max_tokens``
+    max_tokens_ceiling: int | None = None
+
+    def grown_cap(self) -> int:
+        """The cap of the retry after a cut-off reply: double, within the ceiling."""
+        ceiling = self.max_tokens_ceiling or 2 * self.max_tokens
+        return max(self.max_tokens, min(2 * self.max_tokens, ceiling))
 
 
 @dataclass
@@ -53,6 +70,8 @@ class StructuredReply(Generic[T]):
     usage: Usage
     exchanges: list[ModelExchange] = field(default_factory=list)
     repaired: bool = False
+    # advisory values out of range that were clamped instead of re-asked ("confidence 95 -> 1")
+    clamped: list[str] = field(default_factory=list)
 
 
 class ModelProvider(Protocol):
@@ -80,6 +99,11 @@ class RawReply:
     output_tokens: int
     request: dict[str, Any]
     response: dict[str, Any]
+    finish_reason: str | None = None  # `finish_reason` / `stop_reason` as the provider said
+
+    @property
+    def truncated(self) -> bool:
+        return self.finish_reason in TRUNCATED
 
 
 class ParameterRefused(Exception):
@@ -150,6 +174,17 @@ def strict_json_schema(model: type[BaseModel]) -> dict[str, Any]:
         "description",
         "additionalProperties",
         "const",
+        # bounds: llama.cpp's schema-to-grammar enforces them all; OpenAI's strict mode
+        # documents minimum/maximum and minItems/maxItems (string lengths are kept for
+        # OpenAI-compatible servers that honour them, and checked here on every reply)
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minLength",
+        "maxLength",
+        "minItems",
+        "maxItems",
     }
 
     def walk(node: Any) -> Any:
@@ -367,63 +402,178 @@ class BaseProvider(ABC):
     ) -> StructuredReply[T]:
         """Ask for ``schema``; re-ask once with the problems if the answer does not fit.
 
-        Schema violations that survive the repair raise ``InvalidModelOutput``; problems
-        found only by ``check`` (semantic checks) are accepted after the repair, and the
-        caller decides what to do with them.
+        A reply cut off by its output-token cap is asked again once, with the same prompt
+        (never the cut-off text) and a larger cap (``ModelCall.grown_cap``); cut off again, it
+        raises ``OutputTruncated``. Advisory numbers out of range (``schema.ADVISORY``) are
+        clamped and listed in ``clamped``, not re-asked. Schema violations that survive the
+        repair raise ``InvalidModelOutput``; problems found only by ``check`` (semantic
+        checks) are accepted after the repair, and the caller decides what to do with them.
+        Every error raised after a model answered carries the ``usage`` of the calls made
+        (``exc.extra["usage"]``), so failed calls are billed like the others.
         """
         json_schema = strict_json_schema(schema)
+        advisory: tuple[str, ...] = getattr(schema, "ADVISORY", ())
         exchanges: list[ModelExchange] = []
         started = time.perf_counter()
-        input_tokens = output_tokens = attempts = 0
+        spent = {"input": 0, "output": 0, "attempts": 0}
+
+        def usage() -> Usage:
+            return Usage(
+                provider=self.name,
+                model=call.model,
+                input_tokens=spent["input"],
+                output_tokens=spent["output"],
+                cost_usd=self.prices.cost(call.model, spent["input"], spent["output"]),
+                latency_ms=round((time.perf_counter() - started) * 1000, 3),
+                attempts=max(spent["attempts"], 1),
+            )
+
+        try:
+            return await self._structured(
+                call, schema, schema_name, check, json_schema, advisory, exchanges, spent, usage
+            )
+        except AppError as exc:
+            if spent["attempts"]:
+                exc.extra["usage"] = usage().model_dump(mode="json")
+            raise
+
+    async def _structured(
+        self,
+        call: ModelCall,
+        schema: type[T],
+        schema_name: str,
+        check: Callable[[T], list[str]] | None,
+        json_schema: dict[str, Any],
+        advisory: tuple[str, ...],
+        exchanges: list[ModelExchange],
+        spent: dict[str, int],
+        usage: Callable[[], Usage],
+    ) -> StructuredReply[T]:
         user = call.user
         value: T | None = None
         problems: list[str] = []
-        for repair_round in range(2):
+        clamped: list[str] = []
+        grown = False
+        repaired = False
+        raw: RawReply | None = None
+        while True:
             raw, tries = await self._send_with_retries(
                 call, schema_name, json_schema, user, exchanges
             )
-            attempts += tries
-            input_tokens += raw.input_tokens
-            output_tokens += raw.output_tokens
+            spent["attempts"] += tries
+            spent["input"] += raw.input_tokens
+            spent["output"] += raw.output_tokens
+            if raw.truncated:
+                bigger = call.grown_cap()
+                if grown or bigger <= call.max_tokens:
+                    raise OutputTruncated(
+                        f"the {self.name} model '{call.model}' did not finish its "
+                        f"'{schema_name}' reply within {call.max_tokens} output tokens"
+                        f"{' (already the larger retry cap)' if grown else ''}: "
+                        + _reply_facts(raw, call.max_tokens)
+                    )
+                log.info(
+                    "model reply cut off by its cap; asking again with a larger cap",
+                    provider=self.name,
+                    model=call.model,
+                    stage=call.stage.value,
+                    cap=call.max_tokens,
+                    retry_cap=bigger,
+                )
+                call = replace(call, max_tokens=bigger)
+                grown = True
+                continue  # the same prompt: a cut-off reply is not worth showing back
             try:
-                payload = raw.payload
+                data, clamped = _clamp(raw.payload, json_schema, advisory)
                 value = (
-                    schema.model_validate_json(payload)
-                    if isinstance(payload, str)
-                    else schema.model_validate(payload)
+                    schema.model_validate_json(data)
+                    if isinstance(data, str)
+                    else schema.model_validate(data)
                 )
                 problems = check(value) if check is not None else []
             except ValidationError as exc:
                 value = None
                 problems = [_describe(exc)]
-            if not problems:
+            if not problems or repaired:
                 break
-            if repair_round == 0:
-                log.info(
-                    "model output needs repair",
-                    provider=self.name,
-                    model=call.model,
-                    stage=call.stage.value,
-                    problems=problems[:5],
-                )
-                user = _repair_prompt(call.user, raw.payload, problems)
+            log.info(
+                "model output needs repair",
+                provider=self.name,
+                model=call.model,
+                stage=call.stage.value,
+                problems=problems[:5],
+            )
+            user = _repair_prompt(call.user, raw.payload, problems)
+            repaired = True
         if value is None:
             raise InvalidModelOutput(
                 f"the {self.name} model '{call.model}' returned output that does not match the "
-                f"'{schema_name}' schema, even after one repair request: {problems[0]}"
+                f"'{schema_name}' schema, even after one repair request: {problems[0]} "
+                f"({_reply_facts(raw, call.max_tokens)})"
             )
-        usage = Usage(
-            provider=self.name,
-            model=call.model,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cost_usd=self.prices.cost(call.model, input_tokens, output_tokens),
-            latency_ms=round((time.perf_counter() - started) * 1000, 3),
-            attempts=attempts,
-        )
+        if clamped:
+            log.info(
+                "advisory values out of range clamped",
+                provider=self.name,
+                model=call.model,
+                stage=call.stage.value,
+                clamped=clamped,
+            )
         return StructuredReply(
-            value=value, usage=usage, exchanges=exchanges, repaired=repair_round > 0
+            value=value, usage=usage(), exchanges=exchanges, repaired=repaired, clamped=clamped
         )
+
+
+def _reply_facts(raw: RawReply, cap: int) -> str:
+    """What a 422 says about the reply: why it ended, its size against the cap, its start."""
+    shown = raw.payload if isinstance(raw.payload, str) else json.dumps(raw.payload)
+    head = shown[:SHOWN_REPLY_CHARS]
+    more = "..." if len(shown) > SHOWN_REPLY_CHARS else ""
+    return (
+        f"finish reason {raw.finish_reason or 'unknown'}, {raw.output_tokens} of {cap} "
+        f"output tokens, reply begins {head!r}{more}"
+    )
+
+
+def _bounds(node: dict[str, Any]) -> tuple[float | None, float | None]:
+    for option in [node, *node.get("anyOf", [])]:
+        if "minimum" in option or "maximum" in option:
+            return option.get("minimum"), option.get("maximum")
+    return None, None
+
+
+def _clamp(payload: Any, schema: dict[str, Any], fields: tuple[str, ...]) -> tuple[Any, list[str]]:
+    """Bring the advisory top-level numbers ``fields`` into their schema range.
+
+    An advisory value (a confidence, a score) is worth less than a round trip: out of range,
+    it is clamped and noted. Anything else (a JSON text that does not parse, a value that
+    decides) is left for validation to refuse."""
+    if not fields:
+        return payload, []
+    data = payload
+    if isinstance(payload, str):
+        try:
+            data = json.loads(payload)
+        except ValueError:
+            return payload, []
+    if not isinstance(data, dict):
+        return payload, []
+    notes: list[str] = []
+    properties = schema.get("properties", {})
+    for name in fields:
+        value = data.get(name)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        low, high = _bounds(properties.get(name, {}))
+        fixed = value
+        if low is not None and value < low:
+            fixed = low
+        if high is not None and value > high:
+            fixed = high
+        if fixed != value:
+            notes.append(f"{name} {value} clamped to {fixed}")
+            data = {**data, name: fixed}
+    return (data if notes else payload), notes
 
 
 def _describe(exc: ValidationError) -> str:

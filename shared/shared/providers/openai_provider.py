@@ -91,4 +91,5 @@ class OpenAIProvider(BaseProvider):
             output_tokens=usage.completion_tokens if usage else 0,
             request=request,
             response=response.model_dump(mode="json", exclude_none=True),
+            finish_reason=choice.finish_reason if choice is not None else None,
         )

@@ -56,6 +56,9 @@ class ProviderSettings(BaseSettings):
     max_output_tokens: int = Field(
         default=4096,
         ge=1,
+        description="The most output tokens any model call asks for: the ceiling of the caps "
+        "the Actor and Critic size per request, and of the one retry (at twice the cap) of a "
+        "reply cut off by its cap.",
         validation_alias=AliasChoices("CROSSCHECK_MAX_OUTPUT_TOKENS", "max_output_tokens"),
     )
     prices_json: str | None = Field(

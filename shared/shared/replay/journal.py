@@ -119,7 +119,10 @@ class CallJournal:
         if isinstance(stored, Finished) and stored.digest == digest:
             saved = json.loads(stored.payload)
             usage = Usage.model_validate(saved["usage"])
-            return StructuredReply(schema.model_validate(saved["value"]), usage), []
+            clamped = [str(note) for note in saved.get("clamped", [])]
+            return StructuredReply(
+                schema.model_validate(saved["value"]), usage, clamped=clamped
+            ), []
         cut_off, try_key = await self._tries(base, call, digest)
         try:
             reply = await work()
@@ -132,7 +135,11 @@ class CallJournal:
         if isinstance(stored, Claimed | Busy):
             # the stored reply ends the try too: a retry replays it and never looks at tries
             payload = json.dumps(
-                {"value": reply.value.model_dump(mode="json"), "usage": reply.usage.model_dump()}
+                {
+                    "value": reply.value.model_dump(mode="json"),
+                    "usage": reply.usage.model_dump(),
+                    "clamped": reply.clamped,
+                }
             )
             await self._quietly(self.store.complete(base, self.owner, digest, payload), base)
         else:

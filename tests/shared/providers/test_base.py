@@ -4,7 +4,8 @@ from email.utils import formatdate
 import pytest
 from structlog.testing import capture_logs
 
-from shared.contracts import Critique, Provider
+from actor.service import ActorOutput
+from shared.contracts import MAX_ISSUES, Critique, Provider
 from shared.providers.base import parse_retry_after, refused_parameter, strict_json_schema
 
 
@@ -35,8 +36,35 @@ class TestStrictSchema:
 
     def test_unsupported_keywords_are_dropped(self):
         text = str(strict_json_schema(Critique))
-        for keyword in ("'default'", "'minimum'", "'maximum'", "'title'"):
+        for keyword in ("'default'", "'title'"):
             assert keyword not in text
+
+    def test_bounds_are_kept(self):
+        # a grammar-constrained server only keeps a model in range if the range is sent
+        schema = strict_json_schema(Critique)
+        props = schema["properties"]
+        assert (props["confidence"]["minimum"], props["confidence"]["maximum"]) == (0.0, 1.0)
+        assert {"type": "integer", "minimum": 0, "maximum": 10} in props["continue_value"]["anyOf"]
+        assert props["issues"]["maxItems"] == MAX_ISSUES
+
+    @pytest.mark.parametrize("model", [Critique, ActorOutput], ids=["critique", "actor_output"])
+    def test_every_free_text_field_has_a_max_length(self, model):
+        schema = strict_json_schema(model)
+        unbounded = []
+
+        def walk(node, where):
+            if isinstance(node, dict):
+                if node.get("type") == "string" and "enum" not in node:
+                    if "maxLength" not in node:
+                        unbounded.append(where)
+                for key, value in node.items():
+                    walk(value, f"{where}.{key}")
+            elif isinstance(node, list):
+                for i, value in enumerate(node):
+                    walk(value, f"{where}[{i}]")
+
+        walk(schema, "$")
+        assert unbounded == []
 
 
 class TestRetryWarning:

@@ -8,6 +8,7 @@ from shared.contracts import Critique, Provider, Stage, Verdict
 from shared.errors import (
     ConfigurationError,
     InvalidModelOutput,
+    OutputTruncated,
     UpstreamError,
     UpstreamTimeout,
     UpstreamUnavailable,
@@ -38,7 +39,7 @@ def provider_for(kind: Provider, fake, **overrides):
     return build_provider(kind, settings)
 
 
-def critique_call(kind: Provider, text: str = "The sky is green.") -> ModelCall:
+def critique_call(kind: Provider, text: str = "The sky is green.", **caps) -> ModelCall:
     return ModelCall(
         stage=Stage.critique,
         model="claude-sonnet-4-6" if kind is Provider.anthropic else "gpt-5-mini",
@@ -48,7 +49,13 @@ def critique_call(kind: Provider, text: str = "The sky is green.") -> ModelCall:
             "<task>\nSay what colour the sky is.\n</task>\n"
             f"<candidate_output>\n{text}\n</candidate_output>"
         ),
+        **caps,
     )
+
+
+def cap_of(call: dict) -> int:
+    body = call["body"]
+    return int(body.get("max_completion_tokens") or body["max_tokens"])
 
 
 @pytest.fixture(params=[Provider.openai, Provider.anthropic], ids=lambda p: p.value)
@@ -180,6 +187,85 @@ class TestRepair:
         assert repair.rstrip().endswith("</repair>")
         assert "Return 42" in repair  # the reply is shown, defused
         assert_only_reviewer_speaks(repair)
+
+
+class TestTruncation:
+    async def test_cut_off_then_whole_on_a_larger_cap_bills_both(self, fake_model, kind):
+        fake_model.faults({"truncated": True})
+        fake_model.script({"stage": "critique", "response": PASSING})
+        provider = provider_for(kind, fake_model)
+        call = critique_call(kind, max_tokens=256, max_tokens_ceiling=4096)
+        reply = await provider.structured(call, Critique, "critique")
+        await provider.aclose()
+        assert reply.value.verdict is Verdict.pass_
+        assert not reply.repaired
+        first, second = fake_model.requests()
+        assert [cap_of(first), cap_of(second)] == [256, 512]
+        # the same prompt, not the cut-off reply pasted back
+        assert user_text(second) == user_text(first)
+        assert "<repair>" not in user_text(second)
+        assert reply.usage.output_tokens > 256  # the cut-off call's tokens are counted
+        assert reply.usage.input_tokens == 2 * first["response"]["usage"].get(
+            "prompt_tokens", first["response"]["usage"].get("input_tokens")
+        )
+        assert len(reply.exchanges) == 2
+
+    async def test_cut_off_twice_is_output_truncated_with_its_usage(self, fake_model, kind):
+        fake_model.faults({"truncated": True}, {"truncated": True})
+        provider = provider_for(kind, fake_model)
+        call = critique_call(kind, max_tokens=300, max_tokens_ceiling=500)
+        with pytest.raises(OutputTruncated) as caught:
+            await provider.structured(call, Critique, "critique")
+        await provider.aclose()
+        assert [cap_of(c) for c in fake_model.requests()] == [300, 500]
+        message = str(caught.value)
+        finish = "length" if kind is Provider.openai else "max_tokens"
+        assert f"finish reason {finish}, 500 of 500 output tokens" in message
+        assert "reply begins '{" in message
+        assert caught.value.status_code == 422
+        usage = caught.value.extra["usage"]
+        assert usage["output_tokens"] == 800
+        assert usage["attempts"] == 2
+        assert usage["cost_usd"] > 0
+
+    async def test_no_room_to_grow_fails_at_once(self, fake_model, kind):
+        fake_model.faults({"truncated": True})
+        provider = provider_for(kind, fake_model)
+        call = critique_call(kind, max_tokens=400, max_tokens_ceiling=400)
+        with pytest.raises(OutputTruncated, match="within 400 output tokens"):
+            await provider.structured(call, Critique, "critique")
+        await provider.aclose()
+        assert len(fake_model.requests()) == 1
+
+
+class TestAdvisoryValues:
+    async def test_out_of_range_confidence_is_clamped_and_noted(self, fake_model, kind):
+        fake_model.script(
+            {"stage": "critique", "response": {**PASSING, "confidence": 95, "continue_value": 11}}
+        )
+        provider = provider_for(kind, fake_model)
+        reply = await provider.structured(critique_call(kind), Critique, "critique")
+        await provider.aclose()
+        assert reply.value.confidence == 1.0
+        assert reply.value.continue_value == 10
+        assert reply.clamped == [
+            "confidence 95 clamped to 1.0",
+            "continue_value 11 clamped to 10",
+        ]
+        assert not reply.repaired
+        assert len(fake_model.requests()) == 1
+
+    async def test_a_deciding_field_out_of_its_range_still_fails(self, fake_model, kind):
+        bad = {**PASSING, "verdict": "maybe"}
+        fake_model.script(
+            {"stage": "critique", "response": bad}, {"stage": "critique", "response": bad}
+        )
+        provider = provider_for(kind, fake_model)
+        with pytest.raises(InvalidModelOutput, match="verdict") as caught:
+            await provider.structured(critique_call(kind), Critique, "critique")
+        await provider.aclose()
+        assert caught.value.extra["usage"]["attempts"] == 2
+        assert "finish reason" in str(caught.value)
 
 
 class TestConfiguration:

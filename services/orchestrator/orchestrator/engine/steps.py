@@ -73,6 +73,7 @@ from shared.contracts import (
     ReflectionSource,
     ReviseRequest,
     TaskKind,
+    Usage,
 )
 from shared.contracts import Reflection as ReflectionDTO
 from shared.orchestration import Policy, ReviewMode, RunStatus, StopReason
@@ -191,7 +192,7 @@ def _bill(
     role: str,
     stage: str,
     key: str,
-    result: ActorResult | CritiqueResult,
+    result: ActorResult | CritiqueResult | store.FailedCall,
 ) -> None:
     """Store the call for the trajectory and bill it, once per key."""
     usage = store.record_call(
@@ -1087,12 +1088,34 @@ def round_share(part: int, whole: int) -> float:
 
 @DBOS.step(name="crosscheck.finish")
 async def finish(
-    run_id: str, status: str, reason: str, error_class: str, detail: str
+    run_id: str,
+    status: str,
+    reason: str,
+    error_class: str,
+    detail: str,
+    failed_call: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """End a run the loop could not carry on (environment failure, a peer's refusal)."""
+    """End a run the loop could not carry on (environment failure, a peer's refusal).
+    ``failed_call`` (``PeerRejected.billing``): the refused call's model usage, billed to
+    the run and counted in the stats like any call."""
     rt = current()
 
     def work(session: Session) -> dict[str, Any]:
+        if failed_call is not None:
+            state = store.load_run(session, run_id)
+            changes = store.RunChanges({})
+            _bill(
+                rt,
+                session,
+                state,
+                changes,
+                round=max(state.rounds, 1),
+                role=str(failed_call["role"]),
+                stage=str(failed_call["stage"]),
+                key=str(failed_call["key"]),
+                result=store.FailedCall(Usage.model_validate(failed_call["usage"])),
+            )
+            store.update_run(session, state, changes)
         run = records.load_run(session, run_id)
         if RunStatus(run.status).final:
             return {"stop": {"status": run.status, "reason": run.stop_reason}}

@@ -10,7 +10,7 @@ writes and therefore see them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
@@ -28,7 +28,7 @@ from orchestrator.tables import (
     table_of,
     utcnow,
 )
-from shared.contracts import ActorResult, CritiqueResult
+from shared.contracts import ActorResult, CritiqueResult, ModelExchange, Usage
 from shared.errors import NotFound
 from shared.orchestration import RunStatus
 
@@ -254,6 +254,14 @@ def add_reflection(session: Session, run_id: str, round: int, source: str, conte
     )
 
 
+@dataclass(frozen=True)
+class FailedCall:
+    """The model calls behind a peer's refusal (an invalid or cut-off output): billed too."""
+
+    usage: Usage
+    exchanges: list[ModelExchange] = field(default_factory=list)
+
+
 def record_call(
     session: Session,
     run_id: str,
@@ -262,7 +270,7 @@ def record_call(
     role: str,
     stage: str,
     key: str,
-    result: ActorResult | CritiqueResult,
+    result: ActorResult | CritiqueResult | FailedCall,
 ) -> dict[str, Any] | None:
     """Store a model call once per key; return its usage when this is the first time."""
     conn = _conn(session)

@@ -26,6 +26,8 @@ from shared.logging import get_logger
 from shared.orchestration import Policy, RunStatus, StopReason
 
 WORKFLOW_NAME = "crosscheck.run"
+# a peer's model answered, unusably (schema, record, cut off by its cap): its own error class
+MODEL_OUTPUT_ERRORS = frozenset({"InvalidModelOutput", "OutputTruncated"})
 log = get_logger("crosscheck.workflow")
 
 
@@ -40,12 +42,16 @@ async def run_workflow(run_id: str, start_round: int = 1, start_stage: str = "dr
             run_id, RunStatus.escalated.value, StopReason.environment.value, "environment", str(exc)
         )
     except PeerRejected as exc:
-        reason = (
-            StopReason.invalid_model_output
-            if exc.error == "InvalidModelOutput"
-            else StopReason.environment
+        unusable = exc.error in MODEL_OUTPUT_ERRORS
+        reason = StopReason.invalid_model_output if unusable else StopReason.environment
+        result = await finish(
+            run_id,
+            RunStatus.escalated.value,
+            reason.value,
+            "invalid_model_output" if unusable else "logic",
+            str(exc),
+            exc.billing(),
         )
-        result = await finish(run_id, RunStatus.escalated.value, reason.value, "logic", str(exc))
     except DBOSException:
         raise  # the engine's own (cancellation, conflicts): DBOS handles them
     except Exception as exc:

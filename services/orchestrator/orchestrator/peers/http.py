@@ -81,15 +81,24 @@ async def post_json(
             f"{peer} answered {response.status_code} on {path}: {_detail(response)}"
         )
     if response.status_code >= 400:
-        error = None
+        error: str | None = None
+        usage: dict[str, Any] | None = None
+        refusal: Any = None
         try:
-            error = response.json().get("error")
+            refusal = response.json()
         except ValueError:
             pass
+        if isinstance(refusal, dict):
+            error = refusal.get("error")
+            usage = refusal.get("usage") if isinstance(refusal.get("usage"), dict) else None
         raise PeerRejected(
             f"{peer} refused {path} ({response.status_code}): {_detail(response)}",
             status=response.status_code,
             error=error,
+            peer=peer,
+            path=path,
+            key=key,
+            usage=usage,
         )
     payload: dict[str, Any] = response.json()
     return payload
