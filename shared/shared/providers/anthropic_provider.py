@@ -6,6 +6,7 @@ from typing import Any
 
 import anthropic
 
+from shared.errors import InvalidModelOutput
 from shared.logging import get_logger
 from shared.providers.base import BaseProvider, ModelCall, RawReply, sdk_errors
 
@@ -61,13 +62,21 @@ class AnthropicProvider(BaseProvider):
             request["temperature"] = call.temperature
         with sdk_errors(self.name, anthropic):
             response = await self._create(request)
-        payload: Any = ""
+        payload: Any = None
         for block in response.content:
             if block.type == "tool_use" and block.name == schema_name:
                 payload = block.input
                 break
-            if block.type == "text" and not payload:
-                payload = block.text
+        if payload is None:
+            # Prose where a tool was forced (or a reply cut off before its JSON closed): no
+            # repair request can parse what is not there; say what came back instead.
+            text = " ".join(b.text for b in response.content if b.type == "text")
+            raise InvalidModelOutput(
+                f"the {self.name} model '{call.model}' did not call the '{schema_name}' tool: "
+                f"the reply has no tool_use block (stop_reason: {response.stop_reason}, "
+                f"{response.usage.output_tokens} of {call.max_tokens} output tokens; "
+                f"text begins {text[:80]!r})"
+            )
         return RawReply(
             payload=payload,
             input_tokens=response.usage.input_tokens,
