@@ -77,7 +77,12 @@ def _banner(p: Plan, sup: Supervisor, credentials: Path) -> None:
         spec = running.spec
         table.add_row(spec.name, spec.url(p.env), spec.what, str(running.log_path))
     console.print(table)
-    if p.demo:
+    if p.local:
+        console.print(
+            "[bold yellow]LOCAL MODEL: SmolLM2-135M on this CPU[/] (CROSSCHECK_MODELS=local): "
+            "real and slow (a minute or more per call), and too small to be a useful critic."
+        )
+    elif p.demo:
         console.print(
             "[bold yellow]DEMO MODE: the model is scripted, not a real LLM.[/] "
             f"Missing: {', '.join(p.missing_keys)}. Set the keys to use real providers."
@@ -124,13 +129,22 @@ def up(
         ),
     ] = 8.0,
 ) -> None:
-    """Start every service on loopback (the scripted demo model when no API keys are set),
-    restart any that dies, and stop them all on Ctrl-C or SIGTERM."""
+    """Start every service on loopback (the scripted demo model when no API keys are set; a
+    local model built on this machine with CROSSCHECK_MODELS=local), restart any that dies,
+    and stop them all on Ctrl-C or SIGTERM."""
     try:
         p = plan(dict(os.environ), with_sandbox=sandbox, with_console=console_ui, replicas=replicas)
     except PlanError as exc:
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
+    console.print(f"models: [bold]{escape(p.mode)}[/]")
+    if p.local:
+        root = Path(p.env.get("CROSSCHECK_LOCALMODEL_DIR", str(DEFAULT_LOCALMODEL_DIR)))
+        try:
+            ensure_built(root, progress=lambda line: console.print(escape(line)))
+        except LocalModelError as exc:
+            err_console.print(f"[bold red]error:[/] the local model: {escape(str(exc))}")
+            raise typer.Exit(1) from None
     sup = Supervisor(p, log_dir, state_path=STATE_FILE)
 
     first_signal_at = 0.0
