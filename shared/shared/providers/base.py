@@ -100,10 +100,15 @@ class RawReply:
     request: dict[str, Any]
     response: dict[str, Any]
     finish_reason: str | None = None  # `finish_reason` / `stop_reason` as the provider said
+    problem: str | None = None  # why the reply holds no answer to parse (no tool_use block)
 
     @property
     def truncated(self) -> bool:
         return self.finish_reason in TRUNCATED
+
+
+class _NoAnswer(Exception):
+    """A reply with nothing to parse (``RawReply.problem``): repaired like invalid output."""
 
 
 class ParameterRefused(Exception):
@@ -484,6 +489,8 @@ class BaseProvider(ABC):
                 grown = True
                 continue  # the same prompt: a cut-off reply is not worth showing back
             try:
+                if raw.problem:
+                    raise _NoAnswer(raw.problem)
                 data, clamped = _clamp(raw.payload, json_schema, advisory)
                 value = (
                     schema.model_validate_json(data)
@@ -494,6 +501,9 @@ class BaseProvider(ABC):
             except ValidationError as exc:
                 value = None
                 problems = [_describe(exc)]
+            except _NoAnswer as exc:
+                value = None
+                problems = [str(exc)]
             if not problems or repaired:
                 break
             log.info(
