@@ -292,6 +292,9 @@ class TestEnvironmentErrors:
         critic = [c for c in trajectory["calls"] if c["role"] == "critic"]
         assert [(c["stage"], c["usage"]["attempts"]) for c in critic] == [("critique", 2)]
         assert critic[0]["usage"]["input_tokens"] == billed_in
+        # both refused round trips are shown as sent and answered, like any call's
+        assert len(critic[0]["exchanges"]) == 2
+        assert all(e["request"]["messages"] for e in critic[0]["exchanges"])
         actor = next(c for c in trajectory["calls"] if c["role"] == "actor")
         assert run["input_tokens"] == actor["usage"]["input_tokens"] + billed_in
         assert run["cost_usd"] == pytest.approx(
@@ -321,6 +324,7 @@ class TestEnvironmentErrors:
         [actor] = trajectory["calls"]
         assert (actor["role"], actor["stage"]) == ("actor", "draft")
         assert actor["usage"]["output_tokens"] == spent == run["output_tokens"]
+        assert [e.get("status") for e in actor["exchanges"]] == [200, 200]  # both cut-off replies
         assert run["cost_usd"] > 0
 
 

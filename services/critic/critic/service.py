@@ -187,7 +187,10 @@ class _Spent:
         """Count the calls behind a failed model request (their usage rides on the error)."""
         usage = exc.extra.get("usage")
         if usage is not None:
-            self.add(Usage.model_validate(usage), [])
+            exchanges = exc.extra.get("exchanges") or []
+            self.add(
+                Usage.model_validate(usage), [ModelExchange.model_validate(e) for e in exchanges]
+            )
 
     def add(self, usage: Usage, exchanges: list[ModelExchange]) -> None:
         self.exchanges = [*(self.exchanges or []), *exchanges]
@@ -243,6 +246,7 @@ class CriticService:
         except AppError as exc:
             if spent.usage is not None:
                 exc.extra["usage"] = spent.usage.model_dump(mode="json")
+                exc.extra["exchanges"] = [e.model_dump(mode="json") for e in spent.exchanges or []]
             raise
 
     async def _critique(self, request: CritiqueRequest, spent: _Spent) -> CritiqueResult:

@@ -414,7 +414,8 @@ class BaseProvider(ABC):
         repair raise ``InvalidModelOutput``; problems found only by ``check`` (semantic
         checks) are accepted after the repair, and the caller decides what to do with them.
         Every error raised after a model answered carries the ``usage`` of the calls made
-        (``exc.extra["usage"]``), so failed calls are billed like the others.
+        (``exc.extra["usage"]``) and their round trips (``exc.extra["exchanges"]``, never
+        credentials), so failed calls are billed and shown like the others.
         """
         json_schema = strict_json_schema(schema)
         advisory: tuple[str, ...] = getattr(schema, "ADVISORY", ())
@@ -440,6 +441,7 @@ class BaseProvider(ABC):
         except AppError as exc:
             if spent["attempts"]:
                 exc.extra["usage"] = usage().model_dump(mode="json")
+                exc.extra["exchanges"] = [e.model_dump(mode="json") for e in exchanges]
             raise
 
     async def _structured(

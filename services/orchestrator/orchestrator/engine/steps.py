@@ -70,6 +70,7 @@ from shared.contracts import (
     DraftRequest,
     Evaluation,
     Evidence,
+    ModelExchange,
     ReflectionSource,
     ReviseRequest,
     TaskKind,
@@ -1113,7 +1114,10 @@ async def finish(
                 role=str(failed_call["role"]),
                 stage=str(failed_call["stage"]),
                 key=str(failed_call["key"]),
-                result=store.FailedCall(Usage.model_validate(failed_call["usage"])),
+                result=store.FailedCall(
+                    Usage.model_validate(failed_call["usage"]),
+                    [ModelExchange.model_validate(e) for e in failed_call.get("exchanges") or []],
+                ),
             )
             store.update_run(session, state, changes)
         run = records.load_run(session, run_id)

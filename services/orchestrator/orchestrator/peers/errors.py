@@ -28,6 +28,7 @@ class PeerRejected(UpstreamError):
         path: str | None = None,
         key: str | None = None,
         usage: dict[str, Any] | None = None,
+        exchanges: list[dict[str, Any]] | None = None,
     ):
         super().__init__(message)
         self.status = status
@@ -36,10 +37,17 @@ class PeerRejected(UpstreamError):
         self.path = path
         self.key = key
         self.usage = usage
+        self.exchanges = exchanges or []
 
     def billing(self) -> dict[str, Any] | None:
         """The failed call to bill, as a step argument: None when it spent nothing."""
         if self.usage is None or self.peer is None or self.key is None:
             return None
         stage = (self.path or "").rstrip("/").rsplit("/", 1)[-1] or self.peer
-        return {"role": self.peer, "stage": stage, "key": f"{self.key}/failed", "usage": self.usage}
+        return {
+            "role": self.peer,
+            "stage": stage,
+            "key": f"{self.key}/failed",
+            "usage": self.usage,
+            "exchanges": self.exchanges,
+        }

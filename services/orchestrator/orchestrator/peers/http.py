@@ -83,6 +83,7 @@ async def post_json(
     if response.status_code >= 400:
         error: str | None = None
         usage: dict[str, Any] | None = None
+        exchanges: list[dict[str, Any]] | None = None
         refusal: Any = None
         try:
             refusal = response.json()
@@ -91,6 +92,9 @@ async def post_json(
         if isinstance(refusal, dict):
             error = refusal.get("error")
             usage = refusal.get("usage") if isinstance(refusal.get("usage"), dict) else None
+            listed = refusal.get("exchanges")
+            if isinstance(listed, list):
+                exchanges = [e for e in listed if isinstance(e, dict)]
         raise PeerRejected(
             f"{peer} refused {path} ({response.status_code}): {_detail(response)}",
             status=response.status_code,
@@ -99,6 +103,7 @@ async def post_json(
             path=path,
             key=key,
             usage=usage,
+            exchanges=exchanges,
         )
     payload: dict[str, Any] = response.json()
     return payload
