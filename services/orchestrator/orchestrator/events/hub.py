@@ -11,7 +11,8 @@ reach this replica's clients at once; subscribers then poll only as a slow safet
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 # How often a subscriber polls when nothing wakes it: the only path for writers in other
 # processes when no listener runs (SQLite, or the Postgres listener is reconnecting).
@@ -61,21 +62,16 @@ class EventHub:
         kinds = None if types is None else frozenset(types)
         if kinds is not None and not kinds:
             return
-        loop = self._loop
-        if loop is None:
-            return
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            self._wake(kinds)
-        else:
-            loop.call_soon_threadsafe(self._wake, kinds)
+        self._on_loop(self._wake, kinds)
 
     def tokens_changed(self) -> None:
         """Tokens were revoked (this replica's revocation, or another's notification): wake
         every subscriber so each websocket checks its token now. Safe from any thread."""
+        self._on_loop(self._revoked)
+
+    def _on_loop(self, work: Callable[..., None], *args: Any) -> None:
+        """Run ``work`` on the hub's loop: now when called there, else scheduled on it from
+        this thread; nothing before the hub has a loop."""
         loop = self._loop
         if loop is None:
             return
@@ -84,9 +80,9 @@ class EventHub:
         except RuntimeError:
             running = None
         if running is loop:
-            self._revoked()
+            work(*args)
         else:
-            loop.call_soon_threadsafe(self._revoked)
+            loop.call_soon_threadsafe(work, *args)
 
     def _revoked(self) -> None:
         self.tokens_generation += 1
