@@ -34,7 +34,7 @@ from shared.contracts import (
 from shared.prompting import PromptBook
 from shared.providers import ModelCall, ModelProvider
 from shared.providers.base import StructuredReply
-from shared.replay.journal import CallJournal, with_cut_off
+from shared.replay.journal import CallJournal, journalled, with_cut_off
 
 SCHEMA_NAME = "actor_output"
 MAX_SEARCH_QUERIES = 3
@@ -358,11 +358,8 @@ class ActorService:
         def ask() -> Awaitable[StructuredReply[ActorOutput]]:
             return self.provider.structured(call, ActorOutput, SCHEMA_NAME, check=check)
 
-        if journal is None:
-            reply = await ask()
-        else:
-            reply, cut_off = await journal.call(call, ActorOutput, ask)
-            reply = replace(reply, usage=with_cut_off(reply.usage, cut_off))
+        reply, cut_off = await journalled(journal, call, ActorOutput, ask)
+        reply = replace(reply, usage=with_cut_off(reply.usage, cut_off))
         output = reply.value.output
         if kind is TaskKind.code:
             output = strip_fences(output)

@@ -28,7 +28,7 @@ from shared.logging import get_logger
 from shared.prompting import PromptBook
 from shared.providers import ModelCall, ModelProvider
 from shared.providers.base import StructuredReply
-from shared.replay.journal import CallJournal
+from shared.replay.journal import CallJournal, journalled
 from shared.verdicts import pass_refusals
 
 SCHEMA_NAME = "critique"
@@ -424,12 +424,9 @@ class CriticService:
             return self.provider.structured(call, Critique, SCHEMA_NAME, check=check)
 
         try:
-            if spent.journal is None:
-                reply = await ask()
-            else:
-                reply, cut_off = await spent.journal.call(call, Critique, ask)
-                for usage in cut_off:  # tries a dead process sent: paid for, never answered
-                    spent.add(usage, [])
+            reply, cut_off = await journalled(spent.journal, call, Critique, ask)
+            for usage in cut_off:  # tries a dead process sent: paid for, never answered
+                spent.add(usage, [])
         except AppError as exc:
             spent.failed(exc)
             raise

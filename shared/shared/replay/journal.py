@@ -63,6 +63,18 @@ def journal_for(
     )
 
 
+async def journalled(
+    journal: CallJournal | None,
+    call: ModelCall,
+    schema: type[T],
+    work: Callable[[], Awaitable[StructuredReply[T]]],
+) -> tuple[StructuredReply[T], list[Usage]]:
+    """``journal.call(...)`` for a keyed request; without a journal, ``work()`` as it is."""
+    if journal is None:
+        return await work(), []
+    return await journal.call(call, schema, work)
+
+
 def with_cut_off(usage: Usage, cut_off: list[Usage]) -> Usage:
     """``usage`` plus the prompts of the tries of the same call a dead process sent."""
     if not cut_off:
