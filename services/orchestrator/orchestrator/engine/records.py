@@ -9,7 +9,7 @@ from sqlmodel import Session, col, select
 
 from orchestrator.engine import gate, settled, store
 from orchestrator.engine.policy import Stop
-from orchestrator.events.repository import append_event
+from orchestrator.events.repository import append_event, hold_event_lock
 from orchestrator.tables import Reflection, ReviewItem, Round, Run, new_id, utcnow
 from orchestrator.webhooks import outbox
 from shared.errors import NotFound
@@ -242,6 +242,7 @@ def finalize_fast(
             "run.status",
             {"status": stop.status.value, "stop_reason": stop.reason.value},
         )
+    hold_event_lock(session)  # before the run's row: see events.repository.hold_event_lock
     conn.execute(store.UPDATE_RUN, {"_id": run_id, **changes})
     values.update(changes)
     store.append_event(

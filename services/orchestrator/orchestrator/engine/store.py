@@ -18,7 +18,7 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session
 
-from orchestrator.events.repository import lock_event_sequence, note_appended
+from orchestrator.events.repository import hold_event_lock, lock_event_sequence, note_appended
 from orchestrator.tables import (
     Event,
     ModelCall,
@@ -320,4 +320,5 @@ def update_run(
     if not values:
         return
     values["updated_at"] = utcnow()
+    hold_event_lock(session)  # before the run's row: see events.repository.hold_event_lock
     _conn(session).execute(UPDATE_RUN, {"_id": run.id, **values})

@@ -38,9 +38,26 @@ def appended_types(session: Session) -> frozenset[str]:
 
 def lock_event_sequence(session: Session, type_: str = "") -> None:
     """Take the event-append lock for the rest of the transaction and, at commit, tell every
-    replica's listener that events of ``type_`` were added (Postgres only)."""
+    replica's listener that events of ``type_`` were added (Postgres only).
+
+    The lock is taken before the unit's pending row changes are flushed: a unit that had
+    already written a run's row and then waited here could deadlock with one that holds this
+    lock and is about to write the same row (seen with a cancel racing a step)."""
     if session.get_bind().dialect.name == "postgresql":
-        session.execute(_EVENT_LOCK, {"k": EVENT_LOCK_KEY, "type": type_})
+        with session.no_autoflush:
+            session.execute(_EVENT_LOCK, {"k": EVENT_LOCK_KEY, "type": type_})
+
+
+_LOCK_ONLY = sa.text("SELECT pg_advisory_xact_lock(:k)")
+
+
+def hold_event_lock(session: Session) -> None:
+    """Take the event-append lock without announcing anything: before a unit writes a run's
+    row, so every unit that writes both takes this lock first and none waits for it while
+    holding a row another one needs (Postgres only)."""
+    if session.get_bind().dialect.name == "postgresql":
+        with session.no_autoflush:
+            session.execute(_LOCK_ONLY, {"k": EVENT_LOCK_KEY})
 
 
 def append_event(session: Session, run_id: str | None, type_: str, data: dict[str, Any]) -> None:

@@ -292,10 +292,11 @@ class RunService:
         run = load_visible(session, principal, run_id)
         if RunStatus(run.status).final:
             raise Conflict(f"run {run_id} already finished ({run.status})")
+        # the event (and its lock) first: the run's row is written after it, as a step does
+        append_event(session, run.id, "run.cancel_requested", {"by": principal.id})
         run.cancel_requested = True
         run.updated_at = utcnow()
         session.add(run)
-        append_event(session, run.id, "run.cancel_requested", {"by": principal.id})
         if run.status == RunStatus.awaiting_review.value:
             self.cancel_now(session, run, principal)
             return run, True
