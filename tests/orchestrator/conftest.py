@@ -13,7 +13,7 @@ from critic.app import create_app as create_critic
 from orchestrator.app import create_app
 from orchestrator.settings import OrchestratorSettings
 from tests.support.apps import serving
-from tests.support.databases import fresh_postgres_database
+from tests.support.databases import fresh_postgres_database, migrated_sqlite_url
 from tests.support.factories import actor_settings, critic_settings
 from tests.support.servers import service_process
 
@@ -41,10 +41,13 @@ def pytest_collection_modifyitems(config, items):
     params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
 )
 def database_url(request, tmp_path):
+    """A database as the Orchestrator's first start leaves it (migrated, DBOS's tables made,
+    no rows), copied from a template: the migrations themselves are tested on empty ones
+    (tests/orchestrator/test_migrations.py)."""
     if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/crosscheck.sqlite"
+        yield migrated_sqlite_url(tmp_path)
         return
-    with fresh_postgres_database() as url:
+    with fresh_postgres_database(migrated=True) as url:
         yield url
 
 

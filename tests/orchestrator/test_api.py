@@ -73,6 +73,7 @@ class TestIdempotency:
         page = (await api.get("/v1/runs")).json()
         assert len(page["items"]) == 1
 
+    @pytest.mark.sqlite_only  # a validation: the database plays no part
     @pytest.mark.parametrize("key", ["", "has space", "x" * 201])
     async def test_malformed_keys_are_422(self, api, key):
         response = await api.post("/v1/runs", json={"task": "a"}, headers={"Idempotency-Key": key})
@@ -102,6 +103,7 @@ class TestBadInput:
             ({"task": "x", "surprise": True}, "surprise"),
         ],
     )
+    @pytest.mark.sqlite_only  # a validation: the database plays no part
     async def test_invalid_run_requests_are_422(self, api, body, where):
         response = await api.post("/v1/runs", json=body)
         assert response.status_code == 422, response.text
@@ -174,6 +176,7 @@ class TestListing:
         rest = await found(q="e", limit=2, cursor=first["next_cursor"])
         assert rest == [tides]
 
+    @pytest.mark.sqlite_only  # a validation: the database plays no part
     async def test_bad_search_is_422_with_a_message(self, api):
         response = await api.get("/v1/runs", params={"q": "x" * 201})
         assert response.status_code == 422

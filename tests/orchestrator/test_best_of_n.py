@@ -141,6 +141,7 @@ class TestBestOfN:
         ]
         assert all(r["drafts"] == [] for r in run["rounds"])
 
+    @pytest.mark.sqlite_only  # a validation: the database plays no part
     @pytest.mark.parametrize("bad", [0, 6, "many"])
     async def test_drafts_out_of_range_is_422(self, api, bad):
         response = await api.post("/v1/runs", json={"task": "x", "policy": {"drafts": bad}})

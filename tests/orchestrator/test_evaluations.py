@@ -190,6 +190,7 @@ BAD = [
 
 
 class TestBadSummaries:
+    @pytest.mark.sqlite_only  # a validation: the database plays no part
     async def test_each_is_a_422_naming_the_field(self, api):
         for body, field in BAD:
             # as text: json.dumps writes NaN and Infinity, which httpx would refuse to send
@@ -203,6 +204,7 @@ class TestBadSummaries:
             assert field in [str(p) for p in error["loc"]], (field, error)
         assert (await api.get("/v1/evaluations")).json() == []
 
+    @pytest.mark.sqlite_only  # a validation: the database plays no part
     async def test_the_messages_say_what_is_wrong(self, api):
         sent = await api.post("/v1/evaluations", json=summary(config={"note": BIG}))
         assert f"at most {MAX_CONFIG_BYTES} are kept" in sent.json()["detail"][0]["msg"]
@@ -222,6 +224,7 @@ class TestBadSummaries:
         over = {"note": "x" * (padding + 1)}
         assert (await api.post("/v1/evaluations", json=summary(config=over))).status_code == 422
 
+    @pytest.mark.sqlite_only  # a validation: the database plays no part
     async def test_a_body_past_the_request_limit_is_a_413(self, api):
         body = json.dumps(summary(config={"note": "x" * 1_100_000}))
         response = await api.post(
@@ -229,11 +232,13 @@ class TestBadSummaries:
         )
         assert response.status_code == 413
 
+    @pytest.mark.sqlite_only  # a validation: the database plays no part
     async def test_bad_queries_are_422(self, api):
         for params in ({"limit": 0}, {"limit": 101}, {"dataset": "../etc"}, {"limit": "many"}):
             response = await api.get("/v1/evaluations", params=params)
             assert response.status_code == 422, params
 
+    @pytest.mark.sqlite_only  # a validation: the database plays no part
     async def test_the_limit_edges_are_accepted(self, api):
         for limit in (1, 100):
             response = await api.get("/v1/evaluations", params={"limit": limit})

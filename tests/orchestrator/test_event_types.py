@@ -4,6 +4,7 @@ import asyncio
 import json
 
 import httpx
+import pytest
 import websockets
 
 from tests.orchestrator.conftest import ADMIN_TOKEN, start, wait_for
@@ -25,6 +26,7 @@ async def test_http_events_of_one_type_are_those_and_only_those(api):
     assert len(some) < len(every)
 
 
+@pytest.mark.sqlite_only  # a validation: the database plays no part
 async def test_too_many_event_types_is_a_clear_400(api):
     types = ",".join(f"t{i}" for i in range(21))
     response = await api.get("/v1/events", params={"type": types})

@@ -116,6 +116,7 @@ BAD_SCHEMAS = [
 
 
 class TestSchemas:
+    @pytest.mark.sqlite_only  # a validation: the database plays no part
     @pytest.mark.parametrize(("schema", "named"), BAD_SCHEMAS)
     async def test_a_bad_schema_is_refused_at_creation_naming_the_problem(self, api, schema, named):
         response = await api.post("/v1/runs", json={"task": "JSON please.", "json_schema": schema})
@@ -272,6 +273,7 @@ class TestOwnerScoping:
 
 
 class TestSmaller:
+    @pytest.mark.sqlite_only  # a validation: the database plays no part
     @pytest.mark.parametrize("path", ["/v1/runs", "/v1/reviews"])
     @pytest.mark.parametrize("cursor", ["²", "١٢", "-1", "1e3", "99999999999999999999"])
     async def test_a_cursor_that_is_not_ascii_digits_is_a_400(self, api, path, cursor):

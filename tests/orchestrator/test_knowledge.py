@@ -80,11 +80,13 @@ class TestApi:
             ({k: v for k, v in ENTRY.items() if k != "body"}, "body"),
         ],
     )
+    @pytest.mark.sqlite_only  # a validation: the database plays no part
     async def test_bad_entries_are_422_naming_the_field(self, api, body, field):
         response = await api.post("/v1/knowledge", json=body)
         assert response.status_code == 422
         assert field in [str(p) for p in response.json()["detail"][0]["loc"]]
 
+    @pytest.mark.sqlite_only  # a validation: the database plays no part
     async def test_bad_patches_are_422_and_unknown_ids_404(self, api):
         entry = (await api.post("/v1/knowledge", json=ENTRY)).json()
         empty = await api.patch(f"/v1/knowledge/{entry['id']}", json={})

@@ -3,6 +3,7 @@
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -11,6 +12,18 @@ from sqlmodel import Session, SQLModel, select
 import orchestrator.tables  # noqa: F401  (registers every table on SQLModel.metadata)
 from orchestrator.db import create_db_engine, migrate
 from orchestrator.tables import ApiToken, KnowledgeEntry, UTCDateTime
+from tests.support.databases import fresh_postgres_database
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def database_url(request, tmp_path):
+    """Empty databases: these tests run the migrations themselves (the other Orchestrator
+    tests start from a migrated copy)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/crosscheck.sqlite"
+        return
+    with fresh_postgres_database() as url:
+        yield url
 
 
 def test_migrations_match_the_table_models(database_url):

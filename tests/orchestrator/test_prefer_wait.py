@@ -92,6 +92,7 @@ class TestPreferWait:
         assert "location" not in response.headers
         await wait_for(api, response.json()["id"])
 
+    @pytest.mark.sqlite_only  # a validation: the database plays no part
     @pytest.mark.parametrize("value", ["wait=soon", "wait=0", "wait=-3", "wait=2.5", "wait"])
     async def test_a_malformed_wait_is_ignored(self, api, value):
         response = await api.post(

@@ -19,6 +19,7 @@ def peer_overrides():
 
 
 class TestChoosing:
+    @pytest.mark.sqlite_only  # a validation: the database plays no part
     async def test_an_unknown_profile_is_a_422_and_no_run(self, api, fake_model):
         response = await api.post(
             "/v1/runs", json={"task": "Explain tides.", "policy": {"profile": "astrology"}}
@@ -32,6 +33,7 @@ class TestChoosing:
         assert (await api.get("/v1/runs")).json()["items"] == []
         assert fake_model.requests() == []
 
+    @pytest.mark.sqlite_only  # a validation: the database plays no part
     async def test_a_text_profile_for_code_is_a_422(self, api):
         response = await api.post(
             "/v1/runs",
@@ -40,6 +42,7 @@ class TestChoosing:
         assert response.status_code == 422
         assert "'medical' judges text tasks, not code" in response.json()["detail"]
 
+    @pytest.mark.sqlite_only  # a validation: the database plays no part
     async def test_a_bad_depth_is_a_422_on_the_field(self, api):
         response = await api.post("/v1/runs", json={"task": "t", "policy": {"depth": "deep"}})
         assert response.status_code == 422

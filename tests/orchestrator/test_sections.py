@@ -3,6 +3,7 @@ flagged section goes to the Actor; the others come back byte-identical)."""
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -268,6 +269,7 @@ class TestSectionedLoop:
         assert run["rounds"][0]["sections"] == []
         assert len(calls_of(fake_model, "critique")) == 1
 
+    @pytest.mark.sqlite_only  # a validation: the database plays no part
     async def test_section_chars_out_of_range_is_422(self, api):
         for bad in (-1, 100_001):
             response = await api.post(

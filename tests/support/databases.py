@@ -8,10 +8,15 @@ when it clears the CROSSCHECK_ environment for each test.
 
 from __future__ import annotations
 
+import atexit
+import hashlib
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -81,14 +86,101 @@ def require_redis() -> str:
 
 
 @contextmanager
-def fresh_postgres_database(prefix: str = "cc_test") -> Iterator[str]:
-    """A new, empty database on the test server for one test; dropped afterwards."""
+def fresh_postgres_database(prefix: str = "cc_test", *, migrated: bool = False) -> Iterator[str]:
+    """A new database on the test server for one test, dropped afterwards: empty, or
+    (``migrated``) a copy of the Orchestrator's schema at its newest revision with DBOS's
+    tables, as the Orchestrator's first start leaves it but without any row it writes."""
     admin_url = require_postgres()
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    # a file copy of a template is about 60 ms; an empty database and the migrations, 0.7 s
+    source = ""
+    if migrated:
+        source = f' TEMPLATE "{orchestrator_template(admin_url)}" STRATEGY FILE_COPY'
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"{source}')
     try:
         yield postgres_database_url(name, admin_url)
     finally:
         with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# --- migrated templates: the Orchestrator's schema built once, copied for each test
+
+
+def _schema_key() -> str:
+    """Changes with any migration or with the DBOS release (whose tables are in the copy)."""
+    from importlib.metadata import version
+
+    from orchestrator.db import MIGRATIONS
+
+    digest = hashlib.sha256(version("dbos").encode())
+    for path in sorted(MIGRATIONS.rglob("*.py")):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def _migrate(url: str) -> None:
+    from dbos import DBOS
+
+    from orchestrator.db import create_db_engine, migrate, system_database_url
+
+    engine = create_db_engine(url)
+    try:
+        migrate(engine)
+    finally:
+        engine.dispose()
+    DBOS.migrate(system_database_url(url))
+
+
+_templates: dict[str, str] = {}
+TEMPLATE_PREFIX = "cc_template_"
+TEMPLATE_LOCK = 0x63635F746D706C  # one builder at a time across xdist workers and runs
+
+
+def orchestrator_template(admin_url: str) -> str:
+    """The name of a migrated template database on the test server, built on first use and
+    kept between runs while the migrations stay the same (older ones are dropped)."""
+    name = TEMPLATE_PREFIX + _schema_key()
+    if _templates.get(admin_url) == name:
+        return name
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (TEMPLATE_LOCK,))
+        try:
+            found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+            if found.fetchone() is None:
+                building = f"{name}_building"  # renamed once whole: no half-built template
+                conn.execute(f'DROP DATABASE IF EXISTS "{building}" WITH (FORCE)')
+                conn.execute(f'CREATE DATABASE "{building}"')
+                _migrate(postgres_database_url(building, admin_url))
+                conn.execute(f'ALTER DATABASE "{building}" RENAME TO "{name}"')
+                stale = conn.execute(
+                    "SELECT datname FROM pg_database WHERE datname LIKE %s AND datname <> %s",
+                    (TEMPLATE_PREFIX + "%", name),
+                ).fetchall()
+                for (old,) in stale:
+                    try:  # in use by another run of another checkout: leave it
+                        conn.execute(f'DROP DATABASE IF EXISTS "{old}"')
+                    except psycopg.Error:
+                        pass
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (TEMPLATE_LOCK,))
+    _templates[admin_url] = name
+    return name
+
+
+_sqlite_template: Path | None = None
+
+
+def migrated_sqlite_url(directory: Path) -> str:
+    """A SQLite URL in ``directory`` whose files (the Orchestrator's and DBOS's) are copies
+    of ones migrated once per process: a copy is about 1 ms, the migrations about 0.15 s."""
+    global _sqlite_template
+    if _sqlite_template is None:
+        built = Path(tempfile.mkdtemp(prefix="cc-sqlite-template-"))
+        atexit.register(shutil.rmtree, built, ignore_errors=True)
+        _migrate(f"sqlite:///{built}/crosscheck.sqlite")
+        _sqlite_template = built
+    for source in _sqlite_template.iterdir():  # nothing holds them open: a consistent copy
+        shutil.copyfile(source, directory / source.name)
+    return f"sqlite:///{directory}/crosscheck.sqlite"

@@ -24,24 +24,36 @@ def _listen_range() -> tuple[int, int] | None:
     return (10_000, low - 1) if low > 12_000 else None
 
 
+# ports this process has handed out: one drawn for a server that has not bound it yet is free
+# when checked again, so without this list a test that draws several at once (a platform's
+# five services) could get the same one twice (seen: "address already in use" in CI)
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
     """A free loopback port for a server a test starts. Not from the ephemeral range: such a
     port, free when checked, can be taken before the server binds it by any outgoing
     connection (the services' clients open thousands); each xdist worker draws from its own
-    slice of the range, so two workers do not pick the same port either."""
+    slice of the range, so two workers do not pick the same port either, and one worker
+    hands out no port twice (until a long run has used half its slice)."""
     span = _listen_range()
     if span is not None:
         worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
         slices = 8
         width = (span[1] - span[0]) // slices
         start = span[0] + (int(worker) % slices if worker.isdigit() else 0) * width
+        if len(_handed_out) > width // 2:  # a long run: forget the oldest servers' ports
+            _handed_out.clear()
         for _ in range(100):
             port = random.randrange(start, start + width)
+            if port in _handed_out:
+                continue
             with socket.socket() as sock:
                 try:
                     sock.bind(("127.0.0.1", port))
                 except OSError:
                     continue
+                _handed_out.add(port)
                 return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
