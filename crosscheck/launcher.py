@@ -117,13 +117,17 @@ LOCAL_KEY = "local-model-needs-no-key"
 LOCAL_DEFAULTS = {
     "CROSSCHECK_MODEL_TIMEOUT_S": "600",
     "CROSSCHECK_MODEL_MAX_ATTEMPTS": "2",
-    "CROSSCHECK_MAX_OUTPUT_TOKENS": "1024",
+    # the schemas sent are fitted to the first cap (shared.providers.fitting: a 2,048-token
+    # draft of about 1,100 characters, a 1,024-token critique of one issue with short fields)
+    # and kept for the one retry at twice the cap, which this ceiling allows
+    "CROSSCHECK_MAX_OUTPUT_TOKENS": "4096",
     "CRITIC_L1_MAX_TOKENS": "1024",
-    "CRITIC_L2_MAX_TOKENS": "1024",
-    "CRITIC_L3_MAX_TOKENS": "1024",
+    "CRITIC_L2_MAX_TOKENS": "1536",
+    "CRITIC_L3_MAX_TOKENS": "1536",
     "CRITIC_L1_BUDGET_S": "900",
     "CRITIC_L2_BUDGET_S": "1050",
     "CRITIC_L3_BUDGET_S": "1200",
+    "ORCHESTRATOR_STEP_BUDGET_S": "2400",
     "ORCHESTRATOR_PEER_TIMEOUT_S": "1800",
     "ORCHESTRATOR_PEER_MAX_ATTEMPTS": "2",
     "ORCHESTRATOR_RESEARCH_BUDGET_S": "300",
@@ -157,6 +161,14 @@ class Plan:
     demo: bool
     missing_keys: list[str] = field(default_factory=list)
     local: bool = False  # CROSSCHECK_MODELS=local: the model built under var/localmodel
+
+    @property
+    def models(self) -> str:
+        """The mode's name the orchestrator reports (``ORCHESTRATOR_MODELS``, shown by the
+        console): ``local``, ``demo`` or ``providers``."""
+        if self.local:
+            return "local"
+        return "demo" if self.demo else "providers"
 
     @property
     def mode(self) -> str:
@@ -232,9 +244,12 @@ def plan(
     env.setdefault("CROSSCHECK_LOG_LEVEL", "INFO")
     if replicas != 1:
         services = _with_replicas(services, env, replicas)
-    return Plan(
+    planned = Plan(
         env=env, services=services, demo=demo, missing_keys=missing, local=models == "local"
     )
+    # what the orchestrator says (GET /v1/info, the console): always the mode `up` runs in
+    env["ORCHESTRATOR_MODELS"] = planned.models
+    return planned
 
 
 def _local_model_env(env: dict[str, str]) -> dict[str, str]:

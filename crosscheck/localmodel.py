@@ -298,7 +298,7 @@ def server_command(
     port: int,
     aliases: Sequence[str] = ("actor-model", "critic-model"),
     threads: int = 1,
-    context: int = 8192,
+    context: int = 16384,
     parallel: int = 2,
 ) -> list[str]:
     """How ``llama-server`` is run: one thread (two spin-waiting threads collapse on two

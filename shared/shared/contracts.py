@@ -542,6 +542,42 @@ class Critique(WireModel):
         "words each) for the claims the Critic could not verify; empty otherwise.",
     )
 
+    @classmethod
+    def grammar_schema(cls, schema: dict[str, Any]) -> dict[str, Any]:
+        """``schema`` (the strict one) with the reflection record as two shapes, for servers
+        that enforce the schema with a grammar: issues listed and ``no_error_found`` false,
+        or no issue, ``no_error_found`` true and a justification of at least
+        ``MIN_JUSTIFICATION_CHARS``. A small model then cannot break the record (on
+        SmolLM2-135M it did so even after the repair re-ask); a strict mode that takes only
+        an object at the root never receives it."""
+        shape = {k: v for k, v in schema.items() if k != "$defs"}
+        props = schema["properties"]
+        found = {
+            **shape,
+            "properties": {
+                **props,
+                "issues": {**props["issues"], "minItems": 1},
+                "no_error_found": {**props["no_error_found"], "const": False},
+            },
+        }
+        clean = {
+            **shape,
+            "properties": {
+                **props,
+                "issues": {**props["issues"], "maxItems": 0},
+                "no_error_found": {**props["no_error_found"], "const": True},
+                "justification": {
+                    **props["justification"],
+                    "minLength": MIN_JUSTIFICATION_CHARS,
+                },
+            },
+        }
+        return {
+            "type": "object",
+            "anyOf": [found, clean],
+            **({"$defs": schema["$defs"]} if "$defs" in schema else {}),
+        }
+
     def record_problems(self) -> list[str]:
         """What breaks the reflection record: a critique without issues must say so and
         justify it; one with issues must not claim it found none."""
@@ -593,6 +629,10 @@ class CritiqueResult(Critique):
     )
 
 
+ModelMode = Literal["demo", "local", "providers"]
+MODEL_MODES: tuple[ModelMode, ...] = ("demo", "local", "providers")
+
+
 class ServiceInfo(WireModel):
     service: str
     role: str
@@ -600,6 +640,12 @@ class ServiceInfo(WireModel):
     provider: str | None = None
     models: dict[str, str] = {}
     demo: bool = False
+    model_mode: ModelMode | None = Field(
+        default=None,
+        description="The orchestrator's: what answers the platform's model calls (demo: the "
+        "scripted fake model; local: a small model on this machine; providers: real provider "
+        "APIs). Not set by the other services.",
+    )
 
 
 # ------------------------------------------------------------------ research (seed 001)

@@ -89,6 +89,12 @@ class UpstreamTimeout(UpstreamError):
     status_code = 504
 
 
+class BudgetExceeded(UpstreamTimeout):
+    """The time this request may take is spent: a Critic depth's own budget, or the deadline
+    its caller passed down (``shared.deadline``). Final for the request: the same one sent
+    again would take as long, so callers do not retry it."""
+
+
 class NeedHumanIntervention(AppError):
     """The machines cannot finish this run; a person must look at the whole context."""
 

@@ -14,8 +14,9 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from shared import deadline
 from shared.contracts import MAX_BODY_BYTES, ServiceInfo
-from shared.errors import error_body, install_error_handlers
+from shared.errors import AppError, error_body, install_error_handlers
 from shared.logging import enabled, get_logger
 
 ReadyCheck = Callable[[], Awaitable[str | None]]
@@ -144,6 +145,32 @@ class AccessLog:
             await self.app(scope, receive, send_with_id)
 
 
+class DeadlineScope:
+    """A request's deadline (``X-Crosscheck-Deadline-Ms``) as the context of its handler:
+    model calls and their retries fit inside it (``shared.deadline``). A malformed value is
+    a 400 before the handler runs."""
+
+    header = deadline.HEADER.lower().encode()
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            for name, value in scope.get("headers", []):
+                if name == self.header:
+                    try:
+                        seconds = deadline.parse_header(bytes(value).decode("latin-1"))
+                    except AppError as exc:
+                        body = error_body(type(exc).__name__, exc.detail)
+                        await JSONResponse(body, status_code=exc.status_code)(scope, receive, send)
+                        return
+                    with deadline.scope(seconds):
+                        await self.app(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
+
+
 def build_service_app(
     *,
     title: str,
@@ -152,10 +179,14 @@ def build_service_app(
     ready: ReadyCheck | None = None,
     body_limit: int = MAX_BODY_BYTES,
     version: str = "0.1.0",
+    honours_deadline: bool = True,
 ) -> FastAPI:
-    """A FastAPI app with the platform's error shape, body limit, health and info routes."""
+    """A FastAPI app with the platform's error shape, body limit, health and info routes.
+    A peer (``honours_deadline``) works within the deadline its caller sends."""
     app = FastAPI(title=title, version=version, lifespan=lifespan)
     install_error_handlers(app)
+    if honours_deadline:
+        app.add_middleware(DeadlineScope)
     app.add_middleware(BodySizeLimit, limit=body_limit)
     app.add_middleware(AccessLog)  # added last: outermost, so it times and logs everything
 

@@ -15,10 +15,10 @@ from critic.profiles import ProfileBook
 from critic.service import CriticService, DepthPlan, DepthTable
 from shared.contracts import CritiqueRequest, Depth, TaskKind, Usage
 from shared.providers import ModelCall
-from shared.providers.base import StructuredReply
+from shared.providers.base import StructuredReply, estimated_tokens
 from shared.providers.pricing import PriceTable
 from shared.replay import MemoryReplayStore, ReplayStore, SqliteReplayStore, new_owner
-from shared.replay.journal import CallJournal, estimated_tokens
+from shared.replay.journal import CallJournal
 from tests.critic.conftest import issue, scripted
 from tests.support.apps import serving
 from tests.support.factories import critic_settings

@@ -3,6 +3,7 @@ depth that times out or fails once degrades to L1 for that call."""
 
 import pytest
 
+from shared import deadline
 from tests.critic.conftest import issue, scripted
 from tests.support.fakemodel import user_text
 
@@ -245,9 +246,34 @@ class TestDegrade:
         async with critic_with(l1_budget_s=0.5) as client:
             response = await client.post("/v1/critique", json=body(depth="L1"))
         assert response.status_code == 504
-        assert response.json()["error"] == "UpstreamTimeout"
+        # BudgetExceeded: the orchestrator does not send the same request again
+        assert response.json()["error"] == "BudgetExceeded"
         assert "depth L1 took longer than its 0.5 s budget" in response.json()["detail"]
         assert len(fake_model.requests()) == 1
+
+    async def test_the_callers_deadline_cuts_a_longer_budget_and_says_so(
+        self, critic_with, fake_model
+    ):
+        fake_model.faults({"delay_s": 3.0, "stage": "critique"})
+        async with critic_with(l1_budget_s=60) as client:
+            response = await client.post(
+                "/v1/critique", json=body(depth="L1"), headers={deadline.HEADER: "1500"}
+            )
+        assert response.status_code == 504
+        assert response.json()["error"] == "BudgetExceeded"
+        assert "ran past its caller's deadline" in response.json()["detail"]
+        assert len(fake_model.requests()) == 1
+
+    async def test_auto_depth_steps_down_to_what_the_deadline_leaves(self, critic_with, fake_model):
+        async with critic_with(l1_budget_s=1, l2_budget_s=30, l3_budget_s=60) as client:
+            generous = await client.post("/v1/critique", json=body(depth="auto", profile="medical"))
+            short = await client.post(
+                "/v1/critique",
+                json=body(depth="auto", profile="medical"),
+                headers={deadline.HEADER: "10000"},
+            )
+        assert generous.json()["depth"] != "L1", generous.text
+        assert short.json()["depth"] == "L1", short.text
 
     async def test_a_degraded_l1_that_fails_too_is_the_l1_error(self, critic_with, fake_model):
         fake_model.faults(

@@ -43,6 +43,30 @@ class TestPlan:
         assert p.env["OPENAI_API_KEY"] == "sk-a"
         assert "OPENAI_BASE_URL" not in p.env
 
+    @pytest.mark.parametrize(
+        ("env", "models"),
+        [
+            ({}, "demo"),
+            ({"OPENAI_API_KEY": "sk-a"}, "demo"),  # one key missing: still the scripted model
+            ({"OPENAI_API_KEY": "sk-a", "ANTHROPIC_API_KEY": "sk-b"}, "providers"),
+            ({"CROSSCHECK_MODELS": "local"}, "local"),
+            ({"CROSSCHECK_MODELS": "local", "OPENAI_API_KEY": "sk-a"}, "local"),
+            # the orchestrator says the mode `up` runs in, whatever was in the environment
+            ({"ORCHESTRATOR_MODELS": "providers"}, "demo"),
+        ],
+    )
+    def test_the_orchestrator_is_told_the_mode(self, env, models):
+        p = plan(env)
+        assert p.models == models
+        orchestrator = next(s for s in p.services if s.name == "orchestrator")
+        assert orchestrator.environment(p.env)["ORCHESTRATOR_MODELS"] == models
+
+    def test_every_replica_is_told_the_mode(self):
+        p = plan({"DATABASE_URL": "postgresql://u@db/x"}, replicas=2)
+        replicas = [s for s in p.services if s.module == "orchestrator"]
+        assert len(replicas) == 2
+        assert {s.environment(p.env)["ORCHESTRATOR_MODELS"] for s in replicas} == {"demo"}
+
     def test_only_the_configured_providers_need_keys(self):
         env = {"OPENAI_API_KEY": "sk-a", "CRITIC_PROVIDER": "openai"}
         assert not plan(env).demo
@@ -193,6 +217,7 @@ class TestLocalModels:
         assert env["CROSSCHECK_MODEL_TIMEOUT_S"] == "600"
         assert env["CROSSCHECK_MODEL_MAX_ATTEMPTS"] == "2"
         assert env["CRITIC_L1_MAX_TOKENS"] == "1024"
+        assert env["CROSSCHECK_MAX_OUTPUT_TOKENS"] == "4096"
         assert env["ORCHESTRATOR_PEER_TIMEOUT_S"] == "1800"
         assert env["ORCHESTRATOR_PEER_MAX_ATTEMPTS"] == "2"
         assert env["CRITIC_L1_BUDGET_S"] == "333"
@@ -378,6 +403,7 @@ class TestUp:
             assert critique.json()["verdict"] == "revise"
             assert httpx.get(f"{actor}/v1/info").json()["demo"] is True
             orchestrator = f"http://127.0.0.1:{ports['ORCHESTRATOR']}"
+            assert httpx.get(f"{orchestrator}/v1/info").json()["model_mode"] == "demo"
             admin = {"Authorization": "Bearer launcher-admin-token-0123456789"}
             run = httpx.post(
                 f"{orchestrator}/v1/runs",

@@ -1718,11 +1718,14 @@ def merge(base: Doc, override: Doc) -> Doc:
     return merged
 
 
-def test_the_demo_override_is_valid_and_touches_only_actor_and_critic():
+def test_the_demo_override_is_valid_and_touches_only_the_model_callers_and_the_mode():
     override = load_yaml(DEMO_OVERRIDE)
     assert schema_problems(override) == []
     assert set(override) == {"services"}
-    assert set(override["services"]) == PROVIDER_SERVICES
+    replicas = {"orchestrator-1", "orchestrator-2"}
+    assert set(override["services"]) == PROVIDER_SERVICES | replicas
+    for name in replicas:  # only says which models answer
+        assert override["services"][name] == {"environment": {"ORCHESTRATOR_MODELS": "demo"}}
 
 
 def test_the_demo_points_actor_and_critic_at_fakemodel():

@@ -179,7 +179,7 @@ class TestServerCommand:
         assert command[0] == str(built.server)
         assert "--cache-ram 0" in joined
         assert "-t 1" in joined
-        assert "-c 8192" in joined
+        assert "-c 16384" in joined
         assert "--host 127.0.0.1 --port 8011" in joined
         assert "--alias actor-model,critic-model" in joined
 

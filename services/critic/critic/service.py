@@ -3,12 +3,12 @@ whose quotes are checked against the output."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 
 from critic.profiles import OTHER_ERROR_TYPE, Profile, ProfileBook, Risk
+from shared import deadline
 from shared.contracts import (
     BindingCheck,
     Critique,
@@ -23,7 +23,7 @@ from shared.contracts import (
     Usage,
     Verdict,
 )
-from shared.errors import AppError, InvalidModelOutput, UpstreamError, UpstreamTimeout
+from shared.errors import AppError, BudgetExceeded, InvalidModelOutput, UpstreamError
 from shared.logging import get_logger
 from shared.prompting import PromptBook
 from shared.providers import ModelCall, ModelProvider
@@ -252,7 +252,9 @@ class CriticService:
     async def _critique(self, request: CritiqueRequest, spent: _Spent) -> CritiqueResult:
         profile = self.profiles.choose(request.profile, request.kind)
         requested = request.depth or profile.default_depth
-        depth = self.depths.resolve(requested, profile, request.latency_budget_s)
+        # the deepest depth whose budget fits the run's latency budget and the step's deadline
+        budgets = [b for b in (request.latency_budget_s, deadline.remaining()) if b is not None]
+        depth = self.depths.resolve(requested, profile, min(budgets) if budgets else None)
         degraded_reason: str | None = None
         try:
             value, rounds = await self._at_depth(request, profile, depth, spent)
@@ -319,13 +321,21 @@ class CriticService:
         """One critique at ``depth`` within its latency budget; L3 takes a second round to
         re-test the issues of the first one."""
         plan = self.depths[depth]
+        left = deadline.remaining()
+        by_deadline = left is not None and left < plan.budget_s
         try:
-            async with asyncio.timeout(plan.budget_s):
+            async with deadline.timeout(plan.budget_s):
                 value = await self._ask(request, profile, plan, spent, first_round=None)
                 if depth is Depth.L3 and value.issues and MAX_L3_ROUNDS > 1:
                     return await self._ask(request, profile, plan, spent, value.issues), 2
         except TimeoutError:
-            raise UpstreamTimeout(
+            # final, not worth a retry of the same request: BudgetExceeded
+            if by_deadline:
+                raise BudgetExceeded(
+                    f"the critique at depth {depth.value} ran past its caller's deadline "
+                    f"({max(left or 0.0, 0.0):.0f} s were left of it)"
+                ) from None
+            raise BudgetExceeded(
                 f"the critique at depth {depth.value} took longer than its "
                 f"{plan.budget_s:g} s budget"
             ) from None

@@ -91,6 +91,46 @@ def _parse(api: Api, body: dict[str, Any]) -> ModelCall:
     return parse_openai(body) if api == "openai" else parse_anthropic(body)
 
 
+RAMBLE_CHARS_PER_TOKEN = 3
+
+
+def longest_reply(schema: dict[str, Any]) -> Any:
+    """The longest value ``schema`` allows (a rambling model held to it by a grammar): strings
+    at their ``maxLength`` (2,000 characters without one), arrays at ``maxItems`` (10), the
+    first choice of an ``anyOf`` or ``enum``, numbers at their ``maximum``, booleans false."""
+    defs = schema.get("$defs") or {}
+
+    def build(node: Any, depth: int) -> Any:
+        if not isinstance(node, dict) or depth > 8:
+            return None
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            node = defs.get(ref.removeprefix("#/$defs/"), {})
+        if "anyOf" in node:
+            return build(node["anyOf"][0], depth + 1)
+        if "const" in node:
+            return node["const"]
+        if node.get("enum"):
+            return node["enum"][0]
+        kind = node.get("type")
+        if kind == "string":
+            return ("on and on " * 400)[: int(node.get("maxLength", 2_000))]
+        if kind == "array":
+            return [
+                build(node.get("items"), depth + 1) for _ in range(int(node.get("maxItems", 10)))
+            ]
+        if kind == "object":
+            properties = node.get("properties") or {}
+            return {name: build(sub, depth + 1) for name, sub in properties.items()}
+        if kind == "boolean":
+            return False
+        if kind in ("number", "integer"):
+            return node.get("maximum", 1)
+        return None
+
+    return build(schema, 0)
+
+
 def fit_schema(value: dict[str, Any], schema: dict[str, Any] | None) -> dict[str, Any]:
     """Only the fields the caller's schema names, as a model in a strict mode answers; nested
     objects (a critique's issues) too, following ``$ref`` into the schema's ``$defs``."""
@@ -222,7 +262,11 @@ def create_app(settings: FakeModelSettings | None = None) -> FastAPI:
 
         malformed = any(f.malformed for f in applied)
         truncated = any(f.truncated for f in applied)
-        if item is not None and item.raw is not None:
+        if any(f.ramble for f in applied):
+            value = longest_reply(call.schema or {})
+            long = len(json.dumps(value)) / RAMBLE_CHARS_PER_TOKEN > (call.max_tokens or 4096)
+            answer = Answer(value=value, malformed=malformed, truncated=truncated or long)
+        elif item is not None and item.raw is not None:
             answer = Answer(raw=item.raw, malformed=malformed, truncated=truncated)
         elif item is not None and item.response is not None:
             value = scripted_actor(sections, stage, item.response)

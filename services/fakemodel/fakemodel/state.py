@@ -36,6 +36,9 @@ class Fault(_Control):
     ``unsupported_param`` refuses a request that carries that top-level parameter with a 400
     in the provider's shape (OpenAI: ``param`` and ``code: unsupported_parameter``), as a real
     model refuses e.g. ``temperature``; a request without it does not consume the fault.
+    ``ramble`` answers as a small model held to the schema by a grammar that never stops
+    early: every string as long as the schema sent allows, every array full; a reply longer
+    than the request's cap (three characters a token) is cut off there.
     """
 
     status: int | None = Field(default=None, ge=400, le=599)
@@ -43,6 +46,7 @@ class Fault(_Control):
     delay_s: float | None = Field(default=None, ge=0, le=600)
     malformed: bool = False
     truncated: bool = False
+    ramble: bool = False
     message: str | None = None
     unsupported_param: str | None = Field(default=None, min_length=1, max_length=100)
     stage: StageFilter = "any"
@@ -62,10 +66,11 @@ class Fault(_Control):
             and self.delay_s is None
             and not self.malformed
             and not self.truncated
+            and not self.ramble
         ):
             raise ValueError(
-                "a fault needs at least one of status, delay_s, malformed, truncated or "
-                "unsupported_param"
+                "a fault needs at least one of status, delay_s, malformed, truncated, ramble "
+                "or unsupported_param"
             )
         if self.status is not None and self.truncated:
             raise ValueError("a fault is either an HTTP error (status) or truncated, not both")

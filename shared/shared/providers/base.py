@@ -22,9 +22,11 @@ from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
+from shared import deadline
 from shared.contracts import ModelExchange, Stage, Usage
 from shared.errors import (
     AppError,
+    BudgetExceeded,
     InvalidModelOutput,
     OutputTruncated,
     UpstreamError,
@@ -34,6 +36,7 @@ from shared.errors import (
 from shared.logging import get_logger
 from shared.prompting import escape_data
 from shared.providers.capabilities import Capabilities, CapabilityOverrides, capabilities_for
+from shared.providers.fitting import fit_schema
 from shared.providers.pricing import PriceTable
 
 T = TypeVar("T", bound=BaseModel)
@@ -137,6 +140,17 @@ class TransientError(Exception):
         self.status = status
 
 
+CHARS_PER_TOKEN = 4  # a prompt's tokens, estimated when no answer ever said how many
+# what the exchange of an attempt that was sent and never answered says (its prompt may be
+# billed by the provider: counted by its estimated tokens, as a cut-off call)
+TIMED_OUT = "request timed out"
+CUT_AT_DEADLINE = "cut off: the request's deadline passed"
+
+
+def estimated_tokens(call: ModelCall) -> int:
+    return -(-(len(call.system) + len(call.user)) // CHARS_PER_TOKEN)
+
+
 def parse_retry_after(headers: Any) -> float | None:
     """Seconds from ``retry-after-ms`` / ``retry-after`` (delta seconds or HTTP date)."""
     if headers is None:
@@ -208,6 +222,16 @@ def strict_json_schema(model: type[BaseModel]) -> dict[str, Any]:
 
     result: dict[str, Any] = walk(model.model_json_schema())
     return result
+
+
+@functools.cache
+def grammar_json_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """What a server that enforces the schema with a grammar is sent: the strict schema, or
+    the model's own stricter ``grammar_schema`` of it (rules across fields that only such a
+    server can keep, such as the critique's reflection record). Shared: do not modify."""
+    strict = strict_json_schema(model)
+    stricter = getattr(model, "grammar_schema", None)
+    return stricter(strict) if callable(stricter) else strict
 
 
 class BaseProvider(ABC):
@@ -335,7 +359,8 @@ class BaseProvider(ABC):
         attempts = 0
         retrying = AsyncRetrying(
             retry=retry_if_exception(lambda e: isinstance(e, TransientError)),
-            stop=stop_after_attempt(self.max_attempts),
+            # no attempt that would start after the request's deadline (shared.deadline)
+            stop=stop_after_attempt(self.max_attempts) | deadline.stop_at_deadline(),
             wait=self._wait,
             reraise=True,
         )
@@ -345,7 +370,20 @@ class BaseProvider(ABC):
                     attempts += 1
                     start = time.perf_counter()
                     try:
-                        reply = await self._send(call, schema_name, schema, user)
+                        async with deadline.timeout():
+                            reply = await self._send(call, schema_name, schema, user)
+                    except TimeoutError:  # the deadline, not the SDK's timeout (a TransientError)
+                        exchanges.append(
+                            ModelExchange(
+                                request={"model": call.model, "stage": call.stage.value},
+                                error=CUT_AT_DEADLINE,
+                                latency_ms=(time.perf_counter() - start) * 1000,
+                            )
+                        )
+                        raise BudgetExceeded(
+                            f"model provider {self.name} ({call.model}) for {call.stage.value}: "
+                            f"the request's deadline passed during attempt {attempts}"
+                        ) from None
                     except ParameterRefused as exc:
                         exchanges.append(
                             ModelExchange(
@@ -389,6 +427,11 @@ class BaseProvider(ABC):
             raise
         except TransientError as exc:
             where = f"{self.name} ({call.model}) for {call.stage.value}"
+            if attempts < self.max_attempts:  # stopped early: the next wait passed the deadline
+                raise BudgetExceeded(
+                    f"model provider {where} failed {attempts} time(s) and the request's "
+                    f"deadline leaves no time for another attempt: {exc}"
+                ) from exc
             if exc.timeout:
                 raise UpstreamTimeout(
                     f"model provider {where} timed out {attempts} time(s); giving up"
@@ -421,7 +464,8 @@ class BaseProvider(ABC):
         advisory: tuple[str, ...] = getattr(schema, "ADVISORY", ())
         exchanges: list[ModelExchange] = []
         started = time.perf_counter()
-        spent = {"input": 0, "output": 0, "attempts": 0}
+        # "counted": the exchanges whose attempts are in "attempts" (each attempt adds one)
+        spent = {"input": 0, "output": 0, "attempts": 0, "counted": 0, "cut_off": 0}
 
         def usage() -> Usage:
             return Usage(
@@ -432,6 +476,7 @@ class BaseProvider(ABC):
                 cost_usd=self.prices.cost(call.model, spent["input"], spent["output"]),
                 latency_ms=round((time.perf_counter() - started) * 1000, 3),
                 attempts=max(spent["attempts"], 1),
+                cut_off_calls=spent["cut_off"],
             )
 
         try:
@@ -439,6 +484,13 @@ class BaseProvider(ABC):
                 call, schema, schema_name, check, json_schema, advisory, exchanges, spent, usage
             )
         except AppError as exc:
+            # the attempts of the send that failed (5xx, timeouts, the deadline) count too: a
+            # timed-out one was sent, so its prompt is counted by its estimated tokens
+            failed = exchanges[spent["counted"] :]
+            spent["attempts"] += len(failed)
+            cut_off = sum(1 for e in failed if e.error in (TIMED_OUT, CUT_AT_DEADLINE))
+            spent["cut_off"] += cut_off
+            spent["input"] += cut_off * estimated_tokens(call)
             if spent["attempts"]:
                 exc.extra["usage"] = usage().model_dump(mode="json")
                 exc.extra["exchanges"] = [e.model_dump(mode="json") for e in exchanges]
@@ -463,11 +515,15 @@ class BaseProvider(ABC):
         grown = False
         repaired = False
         raw: RawReply | None = None
+        sent = json_schema
+        if self.capabilities(call.model).fit_to_cap:  # a grammar: the reply must close
+            # fitted to the first cap, and kept for the larger retry: twice the room for a
+            # reply that runs to fewer characters a token than counted (digits: one each)
+            sent = fit_schema(grammar_json_schema(schema), call.max_tokens)
         while True:
-            raw, tries = await self._send_with_retries(
-                call, schema_name, json_schema, user, exchanges
-            )
+            raw, tries = await self._send_with_retries(call, schema_name, sent, user, exchanges)
             spent["attempts"] += tries
+            spent["counted"] = len(exchanges)
             spent["input"] += raw.input_tokens
             spent["output"] += raw.output_tokens
             if raw.truncated:
@@ -653,9 +709,7 @@ def sdk_errors(
     try:
         yield
     except sdk.APITimeoutError as exc:
-        raise TransientError(
-            "request timed out", retry_after=None, timeout=True, status=None
-        ) from exc
+        raise TransientError(TIMED_OUT, retry_after=None, timeout=True, status=None) from exc
     except sdk.APIConnectionError as exc:
         raise TransientError(
             f"connection failed: {exc}", retry_after=None, timeout=False, status=None

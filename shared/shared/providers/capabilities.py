@@ -32,6 +32,10 @@ class Capabilities:
     # Sent only when set (by a role's setting): None leaves the model's own default
     # (medium for the reasoning families), the cost and latency OpenAI documents.
     reasoning_effort: ReasoningEffort | None = None
+    # The server turns the schema into a grammar (llama.cpp, vLLM): the schema sent is fitted
+    # to the output-token cap, so that the longest reply it allows closes within the cap
+    # (shared.providers.fitting).
+    fit_to_cap: bool = False
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ class CapabilityOverrides:
     token_param: TokenParam | None = None
     output_mode: OutputMode | None = None
     reasoning_effort: ReasoningEffort | None = None
+    fit_to_cap: bool | None = None
 
     def apply(self, caps: Capabilities) -> Capabilities:
         changed = {k: v for k, v in vars(self).items() if v is not None}
@@ -100,12 +105,14 @@ UNKNOWN: dict[Wire, Capabilities] = {
         send_temperature=True,
         token_param="max_tokens",
         output_mode="json_schema",
+        fit_to_cap=True,
     ),
     "anthropic": Capabilities(
         family="anthropic-compatible",
         send_temperature=True,
         token_param="max_tokens",
         output_mode="tool",
+        fit_to_cap=True,  # a stricter schema costs a real model nothing
     ),
 }
 

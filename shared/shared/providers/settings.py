@@ -130,6 +130,13 @@ class RoleProviderSettings(ProviderSettings):
         description="How structured output is asked for: json_schema (strict), tool (a forced "
         "tool call) or json_object (JSON mode, schema in the prompt); unset: by model family.",
     )
+    fit_to_cap: bool | None = Field(
+        default=None,
+        description="Shrink the schema sent (string and array lengths) until its longest "
+        "reply fits the output-token cap, for servers that enforce it with a grammar; unset: "
+        "by model family (on for unknown models, such as a local server's, off for OpenAI's "
+        "and Anthropic's named families).",
+    )
 
     def capability_overrides(self) -> CapabilityOverrides:
         return CapabilityOverrides(
@@ -137,4 +144,5 @@ class RoleProviderSettings(ProviderSettings):
             token_param=self.token_param,
             reasoning_effort=self.reasoning_effort,
             output_mode=self.output_mode,
+            fit_to_cap=self.fit_to_cap,
         )

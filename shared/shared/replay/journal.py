@@ -33,14 +33,13 @@ from pydantic import BaseModel
 
 from shared.contracts import Usage
 from shared.logging import get_logger
-from shared.providers.base import ModelCall, StructuredReply
+from shared.providers.base import ModelCall, StructuredReply, estimated_tokens
 from shared.replay.store import Busy, Claimed, Finished, ReplayStore, ReplayStoreUnavailable
 
 T = TypeVar("T", bound=BaseModel)
 
 log = get_logger("crosscheck.replay")
 
-CHARS_PER_TOKEN = 4  # a prompt's tokens, estimated when no answer ever said how many
 MAX_TRIES = 100  # tries of one call a journal looks back on (each one a process that died)
 
 Price = Callable[[str, int, int], float | None]
@@ -93,10 +92,6 @@ def with_cut_off(usage: Usage, cut_off: list[Usage]) -> Usage:
 def call_digest(call: ModelCall) -> str:
     text = json.dumps([call.model, call.system, call.user, call.max_tokens], ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def estimated_tokens(call: ModelCall) -> int:
-    return -(-(len(call.system) + len(call.user)) // CHARS_PER_TOKEN)
 
 
 class CallJournal:

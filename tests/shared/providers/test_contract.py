@@ -32,9 +32,7 @@ def provider_for(kind: Provider, fake, **overrides):
         openai_base_url=fake.openai_base_url,
         anthropic_api_key="sk-ant-contract-0123456789",
         anthropic_base_url=fake.anthropic_base_url,
-        retry_initial_s=0.01,
-        retry_max_wait_s=0.05,
-        **overrides,
+        **{"retry_initial_s": 0.01, "retry_max_wait_s": 0.05, **overrides},
     )
     return build_provider(kind, settings)
 

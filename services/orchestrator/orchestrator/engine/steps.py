@@ -9,11 +9,12 @@ on the database's own thread (``Runtime.db``), never on the event loop.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from dbos import DBOS
 from sqlmodel import Session
@@ -59,7 +60,7 @@ from orchestrator.tables import (
     utcnow,
 )
 from orchestrator.webhooks import outbox
-from shared import verdicts
+from shared import deadline, verdicts
 from shared.contracts import (
     MAX_EVIDENCE,
     ActorResult,
@@ -77,34 +78,92 @@ from shared.contracts import (
     Usage,
 )
 from shared.contracts import Reflection as ReflectionDTO
+from shared.logging import get_logger
 from shared.orchestration import Policy, ReviewMode, RunStatus, StopReason
 from shared.verdicts import pass_refusals
 
 T = TypeVar("T")
+P = ParamSpec("P")
+log = get_logger("crosscheck.steps")
 CANCELLED = Stop(RunStatus.cancelled, StopReason.cancelled, error_class="none", detail="cancelled")
 
 
-async def with_retries(rt: Runtime, peer: str, call: Callable[[], Awaitable[T]]) -> T:
-    """Environment errors are retried with backoff; they never cost a round."""
+async def with_retries(
+    rt: Runtime, peer: str, call: Callable[[], Awaitable[T]], *, run_id: str | None = None
+) -> T:
+    """Environment errors are retried with backoff; they never cost a round.
 
-    def count(_: RetryCallState) -> None:
+    Every attempt fits the step's deadline (``step_budget``): no retry starts when its wait
+    would pass it, and each retry is a ``peer.retry`` event of the run (the CLI and the
+    console show them as they happen) and a log line."""
+    settings = rt.settings
+
+    async def retrying_soon(state: RetryCallState) -> None:
         rt.metrics.environment_retries.labels(peer).inc()
+        exc = state.outcome.exception() if state.outcome else None
+        status = exc.status if isinstance(exc, PeerUnavailable) else None
+        data = {
+            "peer": peer,
+            "attempt": state.attempt_number + 1,
+            "attempts": settings.peer_max_attempts,
+            "status": status,
+            "reason": str(exc)[:300],
+            "wait_s": round(state.upcoming_sleep, 1),
+        }
+        log.warning("peer call failed; retrying", run_id=run_id, **data)
+        if run_id is None:
+            return
+        billing = exc.billing(state.attempt_number) if isinstance(exc, PeerUnavailable) else None
+        await _unit(rt, lambda session: _retried(session, run_id, data, billing))
+
+    def _retried(
+        session: Session, run_id: str, data: dict[str, Any], billing: dict[str, Any] | None
+    ) -> None:
+        if billing is not None:  # what the failed attempt's model calls cost
+            bill_failed(rt, session, run_id, billing)
+        append_event(session, run_id, "peer.retry", data)
 
     retrying = AsyncRetrying(
         retry=retry_if_exception_type(PeerUnavailable),
-        stop=stop_after_attempt(rt.settings.peer_max_attempts),
+        stop=stop_after_attempt(settings.peer_max_attempts) | deadline.stop_at_deadline(),
         wait=wait_exponential_jitter(
-            multiplier=rt.settings.peer_retry_initial_s,
-            exp_base=rt.settings.peer_retry_backoff,
+            multiplier=settings.peer_retry_initial_s,
+            exp_base=settings.peer_retry_backoff,
             max=30,
         ),
-        before_sleep=count,
+        before_sleep=retrying_soon,
         reraise=True,
     )
-    async for attempt in retrying:
-        with attempt:
-            return await call()
+    with deadline.scope(settings.step_budget_s):  # the step's own, when it opened one first
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    return await call()
+        except PeerUnavailable as exc:
+            made = retrying.statistics.get("attempt_number", 1)
+            billing = exc.billing(made)
+            if run_id is not None and billing is not None:
+                await _unit(rt, lambda session: bill_failed(rt, session, run_id, billing))
+            if made < settings.peer_max_attempts:  # stopped by the deadline, not the count
+                raise PeerUnavailable(
+                    f"{exc} (attempt {made} of {settings.peer_max_attempts}; the step's "
+                    f"{settings.step_budget_s:g} s budget leaves no time for another)",
+                    status=exc.status,
+                ) from exc
+            raise
     raise AssertionError("unreachable")
+
+
+def step_budget(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    """Run a step within one deadline (``ORCHESTRATOR_STEP_BUDGET_S``) that all its peer
+    calls, their retries and the peers' own model calls share."""
+
+    @functools.wraps(fn)
+    async def within(*args: P.args, **kwargs: P.kwargs) -> T:
+        with deadline.scope(current().settings.step_budget_s):
+            return await fn(*args, **kwargs)
+
+    return within
 
 
 async def _unit(rt: Runtime, work: Callable[[Session], T]) -> T:
@@ -269,7 +328,7 @@ async def _best_of(
         critique_template=prepared.critique_template,
         evaluator=prepared.evaluator,
         job_template=prepared.job_template,
-        retry=lambda peer, call: with_retries(rt, peer, call),
+        retry=lambda peer, call: with_retries(rt, peer, call, run_id=run_id),
     )
     chosen = drafts.choose(candidates)
     calls: list[tuple[str, ActorResult | CritiqueResult, str, str]] = []
@@ -281,6 +340,7 @@ async def _best_of(
 
 
 @DBOS.step(name="crosscheck.act")
+@step_budget
 async def act(
     run_id: str,
     round: int,
@@ -386,7 +446,9 @@ async def act(
         result, calls, extra["drafts"] = await _best_of(rt, run_id, prepared, request)
     elif isinstance(request, DraftRequest):
         draft_request = request
-        result = await with_retries(rt, "actor", lambda: rt.actor.draft(draft_request, key=key))
+        result = await with_retries(
+            rt, "actor", lambda: rt.actor.draft(draft_request, key=key), run_id=run_id
+        )
     elif isinstance(request, ReviseRequest) and prepared.sections and prepared.section_record:
         revised = await sectioned.revise(
             prepared.sections,
@@ -397,7 +459,7 @@ async def act(
             round=round,
             attempt=attempt,
             ask=lambda r, k: rt.actor.revise(r, key=k),
-            retry=lambda peer, call: with_retries(rt, peer, call),
+            retry=lambda peer, call: with_retries(rt, peer, call, run_id=run_id),
         )
         result = sectioned.reassemble(prepared.sections, revised)
         calls = [(k, r, "actor", stage) for _, k, r in revised]
@@ -405,7 +467,9 @@ async def act(
     else:
         assert isinstance(request, ReviseRequest)
         revise_request = request
-        result = await with_retries(rt, "actor", lambda: rt.actor.revise(revise_request, key=key))
+        result = await with_retries(
+            rt, "actor", lambda: rt.actor.revise(revise_request, key=key), run_id=run_id
+        )
     received = [note.id for note in request.knowledge]  # what this call's Actor was given
     calls = calls or [(key, result, "actor", stage)]
     rt.metrics.stage_latency.labels(stage).observe(time.perf_counter() - started)
@@ -582,6 +646,7 @@ async def act(
 
 
 @DBOS.step(name="crosscheck.evaluate")
+@step_budget
 async def evaluate(run_id: str, round: int, pause_after: bool, attempt: int = 1) -> dict[str, Any]:
     """Run the evaluator; a failure becomes an evaluator reflection (a fact, not an opinion).
     ``regressed``: this version fails where the previous one passed (the guard re-asks)."""
@@ -619,11 +684,15 @@ async def evaluate(run_id: str, round: int, pause_after: bool, attempt: int = 1)
         evaluation = {**reused, "output_hash": output_hash(job.output)}
     elif evaluator is not None:
         key = f"{run_id}:{round}:evaluator" + (f":{attempt}" if attempt > 1 else "")
-        outcome = await with_retries(rt, "sandbox", lambda: evaluator.evaluate(job, key=key))
+        outcome = await with_retries(
+            rt, "sandbox", lambda: evaluator.evaluate(job, key=key), run_id=run_id
+        )
         passed = outcome.passed
         evaluation = {**outcome.as_dict(), "output_hash": output_hash(job.output)}
         override = await guard.prefer_unlocked(
-            evaluation, unlocked, lambda text: _evaluate_unlocked(rt, evaluator, job, text, key)
+            evaluation,
+            unlocked,
+            lambda text: _evaluate_unlocked(rt, evaluator, job, text, key, run_id),
         )
         if override is not None:  # the unlocked revision ships: its evaluation holds its hash
             passed, evaluation = bool(override.evaluation["passed"]), override.evaluation
@@ -683,11 +752,11 @@ async def evaluate(run_id: str, round: int, pause_after: bool, attempt: int = 1)
 
 
 async def _evaluate_unlocked(
-    rt: Runtime, evaluator: Evaluator, job: EvaluationJob, output: str, key: str
+    rt: Runtime, evaluator: Evaluator, job: EvaluationJob, output: str, key: str, run_id: str
 ) -> dict[str, Any]:
     unlocked = replace(job, output=output)
     outcome = await with_retries(
-        rt, "sandbox", lambda: evaluator.evaluate(unlocked, key=f"{key}:unlocked")
+        rt, "sandbox", lambda: evaluator.evaluate(unlocked, key=f"{key}:unlocked"), run_id=run_id
     )
     return outcome.as_dict()
 
@@ -771,6 +840,7 @@ def _critique_request(
 
 
 @DBOS.step(name="crosscheck.critique")
+@step_budget
 async def critique(
     run_id: str,
     round: int,
@@ -870,7 +940,7 @@ async def critique(
             run_id=run_id,
             round=round,
             ask=lambda r, k: rt.critic.critique(r, key=k),
-            retry=lambda peer, call: with_retries(rt, peer, call),
+            retry=lambda peer, call: with_retries(rt, peer, call, run_id=run_id),
             suffix=suffix,
         )
         results = [r for _, r in calls]
@@ -880,7 +950,9 @@ async def critique(
             update={"usage": sectioned.total_usage([r.usage for r in results])}
         )
     else:
-        result = await with_retries(rt, "critic", lambda: rt.critic.critique(request, key=key))
+        result = await with_retries(
+            rt, "critic", lambda: rt.critic.critique(request, key=key), run_id=run_id
+        )
         calls = [(key, result)]
         doc = result.model_dump(mode="json", exclude={"usage", "exchanges"})
     if research.is_degraded(prepared.research):
@@ -1087,6 +1159,28 @@ def round_share(part: int, whole: int) -> float:
 # -------------------------------------------------------------------------- finish
 
 
+def bill_failed(rt: Runtime, session: Session, run_id: str, failed_call: dict[str, Any]) -> None:
+    """Bill a failed peer call (``PeerRejected.billing`` / ``PeerUnavailable.billing``) to
+    the run's current round: tokens, cost, trajectory and stats, once per key."""
+    state = store.load_run(session, run_id)
+    changes = store.RunChanges({})
+    _bill(
+        rt,
+        session,
+        state,
+        changes,
+        round=max(state.rounds, 1),
+        role=str(failed_call["role"]),
+        stage=str(failed_call["stage"]),
+        key=str(failed_call["key"]),
+        result=store.FailedCall(
+            Usage.model_validate(failed_call["usage"]),
+            [ModelExchange.model_validate(e) for e in failed_call.get("exchanges") or []],
+        ),
+    )
+    store.update_run(session, state, changes)
+
+
 @DBOS.step(name="crosscheck.finish")
 async def finish(
     run_id: str,
@@ -1103,23 +1197,7 @@ async def finish(
 
     def work(session: Session) -> dict[str, Any]:
         if failed_call is not None:
-            state = store.load_run(session, run_id)
-            changes = store.RunChanges({})
-            _bill(
-                rt,
-                session,
-                state,
-                changes,
-                round=max(state.rounds, 1),
-                role=str(failed_call["role"]),
-                stage=str(failed_call["stage"]),
-                key=str(failed_call["key"]),
-                result=store.FailedCall(
-                    Usage.model_validate(failed_call["usage"]),
-                    [ModelExchange.model_validate(e) for e in failed_call.get("exchanges") or []],
-                ),
-            )
-            store.update_run(session, state, changes)
+            bill_failed(rt, session, run_id, failed_call)
         run = records.load_run(session, run_id)
         if RunStatus(run.status).final:
             return {"stop": {"status": run.status, "reason": run.stop_reason}}

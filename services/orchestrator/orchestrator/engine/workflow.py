@@ -22,12 +22,15 @@ from orchestrator.events.repository import append_event
 from orchestrator.peers.errors import PeerRejected, PeerUnavailable
 from orchestrator.tables import ReviewItem, new_id
 from orchestrator.webhooks import outbox
+from shared.errors import BudgetExceeded
 from shared.logging import get_logger
 from shared.orchestration import Policy, RunStatus, StopReason
 
 WORKFLOW_NAME = "crosscheck.run"
 # a peer's model answered, unusably (schema, record, cut off by its cap): its own error class
 MODEL_OUTPUT_ERRORS = frozenset({"InvalidModelOutput", "OutputTruncated"})
+# a peer ran out of its time (its own budget or the step's deadline): not retried
+TIME_SPENT = BudgetExceeded.__name__
 log = get_logger("crosscheck.workflow")
 
 
@@ -42,13 +45,17 @@ async def run_workflow(run_id: str, start_round: int = 1, start_stage: str = "dr
             run_id, RunStatus.escalated.value, StopReason.environment.value, "environment", str(exc)
         )
     except PeerRejected as exc:
-        unusable = exc.error in MODEL_OUTPUT_ERRORS
-        reason = StopReason.invalid_model_output if unusable else StopReason.environment
+        if exc.error in MODEL_OUTPUT_ERRORS:
+            reason, error_class = StopReason.invalid_model_output, "invalid_model_output"
+        elif exc.error == TIME_SPENT:
+            reason, error_class = StopReason.budget_exceeded, "environment"
+        else:
+            reason, error_class = StopReason.environment, "logic"
         result = await finish(
             run_id,
             RunStatus.escalated.value,
             reason.value,
-            "invalid_model_output" if unusable else "logic",
+            error_class,
             str(exc),
             exc.billing(),
         )

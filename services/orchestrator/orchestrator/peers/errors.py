@@ -7,12 +7,67 @@ from typing import Any
 from shared.errors import UpstreamError, UpstreamUnavailable
 
 
-class PeerUnavailable(UpstreamUnavailable):
-    """Connection refused, timeout, 429 or 5xx: an environment error, retried with backoff."""
+class _Billed:
+    """What a failed peer call spent on models (its error body's ``usage`` and ``exchanges``),
+    and which call it was (``peer``, ``path``, ``key``), so the run bills it."""
+
+    peer: str | None
+    path: str | None
+    key: str | None
+    usage: dict[str, Any] | None
+    exchanges: list[dict[str, Any]]
+
+    def _bill_of(
+        self,
+        peer: str | None,
+        path: str | None,
+        key: str | None,
+        usage: dict[str, Any] | None,
+        exchanges: list[dict[str, Any]] | None,
+    ) -> None:
+        self.peer, self.path, self.key = peer, path, key
+        self.usage = usage
+        self.exchanges = exchanges or []
+
+    def billing(self, attempt: int | None = None) -> dict[str, Any] | None:
+        """The failed call to bill, as a step argument: None when it spent nothing.
+        ``attempt`` tells apart the failed attempts of one retried call."""
+        if self.usage is None or self.peer is None or self.key is None:
+            return None
+        stage = (self.path or "").rstrip("/").rsplit("/", 1)[-1] or self.peer
+        suffix = "/failed" if attempt is None else f"/failed/{attempt}"
+        return {
+            "role": self.peer,
+            "stage": stage,
+            "key": f"{self.key}{suffix}",
+            "usage": self.usage,
+            "exchanges": self.exchanges,
+        }
 
 
-class PeerRejected(UpstreamError):
-    """The peer answered 4xx: retrying the same request cannot help.
+class PeerUnavailable(_Billed, UpstreamUnavailable):
+    """Connection refused, timeout, 429 or 5xx: an environment error, retried with backoff.
+    ``status`` is the peer's answer (None: it timed out or could not be reached); a peer
+    that answered says in ``usage`` what its failed model calls cost."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        peer: str | None = None,
+        path: str | None = None,
+        key: str | None = None,
+        usage: dict[str, Any] | None = None,
+        exchanges: list[dict[str, Any]] | None = None,
+    ):
+        super().__init__(message)
+        self.status = status
+        self._bill_of(peer, path, key, usage, exchanges)
+
+
+class PeerRejected(_Billed, UpstreamError):
+    """The peer answered 4xx (or ``BudgetExceeded``): retrying the same request cannot help.
 
     ``usage`` is what the peer's model calls cost before it gave up (its error body's
     ``usage``), so the run bills failed calls too; ``peer``, ``path`` and ``key`` say which
@@ -33,21 +88,4 @@ class PeerRejected(UpstreamError):
         super().__init__(message)
         self.status = status
         self.error = error
-        self.peer = peer
-        self.path = path
-        self.key = key
-        self.usage = usage
-        self.exchanges = exchanges or []
-
-    def billing(self) -> dict[str, Any] | None:
-        """The failed call to bill, as a step argument: None when it spent nothing."""
-        if self.usage is None or self.peer is None or self.key is None:
-            return None
-        stage = (self.path or "").rstrip("/").rsplit("/", 1)[-1] or self.peer
-        return {
-            "role": self.peer,
-            "stage": stage,
-            "key": f"{self.key}/failed",
-            "usage": self.usage,
-            "exchanges": self.exchanges,
-        }
+        self._bill_of(peer, path, key, usage, exchanges)

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 import httpx
 
 from orchestrator.peers.errors import PeerRejected, PeerUnavailable
+from shared import deadline
 from shared.contracts import (
     ActorResult,
     CritiqueRequest,
@@ -17,8 +18,11 @@ from shared.contracts import (
     DraftRequest,
     ReviseRequest,
 )
+from shared.errors import BudgetExceeded
 
 TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+# a 504 that says the request's own time ran out: sending it again would take as long
+FINAL_TIMEOUT = BudgetExceeded.__name__
 
 
 class ActorPeer(Protocol):
@@ -69,51 +73,77 @@ class Peer:
 async def post_json(
     client: httpx.AsyncClient, peer: str, path: str, body: dict[str, Any], key: str
 ) -> dict[str, Any]:
-    """POST with an idempotency key; map failures onto the environment/logic taxonomy."""
+    """POST with an idempotency key; map failures onto the environment/logic taxonomy.
+
+    Inside a step's deadline (``shared.deadline``) the attempt waits no longer than what is
+    left of it, and tells the peer so (``X-Crosscheck-Deadline-Ms``); a peer that answers
+    ``BudgetExceeded`` ran out of that time (or its own budget): final, not retried."""
+    headers = {"Idempotency-Key": key}
+    sent = deadline.header_value()
+    if sent is not None:
+        headers[deadline.HEADER] = sent
+    timeout: Any = httpx.USE_CLIENT_DEFAULT
+    left = deadline.remaining()
+    if left is not None:
+        configured = client.timeout.read
+        timeout = max(0.001, left if configured is None else min(configured, left))
     try:
-        response = await client.post(path, json=body, headers={"Idempotency-Key": key})
+        response = await client.post(path, json=body, headers=headers, timeout=timeout)
     except httpx.TimeoutException as exc:
-        raise PeerUnavailable(f"{peer} timed out on {path}") from exc
+        raise PeerUnavailable(f"{peer} timed out on {path}", status=None) from exc
     except httpx.TransportError as exc:
-        raise PeerUnavailable(f"{peer} unreachable on {path}: {type(exc).__name__}") from exc
-    if response.status_code in TRANSIENT_STATUSES:
         raise PeerUnavailable(
-            f"{peer} answered {response.status_code} on {path}: {_detail(response)}"
-        )
-    if response.status_code >= 400:
-        error: str | None = None
-        usage: dict[str, Any] | None = None
-        exchanges: list[dict[str, Any]] | None = None
-        refusal: Any = None
-        try:
-            refusal = response.json()
-        except ValueError:
-            pass
-        if isinstance(refusal, dict):
-            error = refusal.get("error")
-            usage = refusal.get("usage") if isinstance(refusal.get("usage"), dict) else None
-            listed = refusal.get("exchanges")
-            if isinstance(listed, list):
-                exchanges = [e for e in listed if isinstance(e, dict)]
-        raise PeerRejected(
-            f"{peer} refused {path} ({response.status_code}): {_detail(response)}",
+            f"{peer} unreachable on {path}: {type(exc).__name__}", status=None
+        ) from exc
+    if response.status_code < 400:
+        payload: dict[str, Any] = response.json()
+        return payload
+    error, usage, exchanges = _failure(response)
+    if response.status_code in TRANSIENT_STATUSES and error != FINAL_TIMEOUT:
+        raise PeerUnavailable(
+            f"{peer} answered {response.status_code} on {path}: {_detail(response)}",
             status=response.status_code,
-            error=error,
             peer=peer,
             path=path,
             key=key,
             usage=usage,
             exchanges=exchanges,
         )
-    payload: dict[str, Any] = response.json()
-    return payload
+    raise PeerRejected(
+        f"{peer} refused {path} ({response.status_code}): {_detail(response)}",
+        status=response.status_code,
+        error=error,
+        peer=peer,
+        path=path,
+        key=key,
+        usage=usage,
+        exchanges=exchanges,
+    )
+
+
+def _failure(
+    response: httpx.Response,
+) -> tuple[str | None, dict[str, Any] | None, list[dict[str, Any]] | None]:
+    """A platform peer's error body: its error class, and what its model calls cost."""
+    try:
+        body = response.json()
+    except ValueError:
+        return None, None, None
+    if not isinstance(body, dict):
+        return None, None, None
+    error = body.get("error") if isinstance(body.get("error"), str) else None
+    usage = body.get("usage") if isinstance(body.get("usage"), dict) else None
+    listed = body.get("exchanges")
+    exchanges = [e for e in listed if isinstance(e, dict)] if isinstance(listed, list) else None
+    return error, usage, exchanges
 
 
 def _detail(response: httpx.Response) -> str:
     try:
-        return str(response.json().get("detail", ""))[:500]
+        body = response.json()
     except ValueError:
         return response.text[:500]
+    return str(body.get("detail", "") if isinstance(body, dict) else body)[:500]
 
 
 class HttpActor:
