@@ -9,6 +9,7 @@ python -m bench.replicas            # runs/s with 1, 2 and 3 orchestrator replic
 python -m bench.large_outputs       # API latency while 20 KB revisions are compared
 python -m bench.start_stop          # start/stop cycles of `make run`: nothing left behind
 python -m bench.research            # research step p50/p99 over a 10,000-document corpus
+python -m bench.queue_tab           # what an open console Queue tab costs, per minute
 
 Each benchmark's output is shown as it runs; the JSON objects it prints are kept in
 var/bench/results.json with the machine, the versions and the date, and bench/REPORT.md
@@ -33,6 +34,7 @@ BENCHES = (
     "bench.replicas",
     "bench.large_outputs",
     "bench.research",
+    "bench.queue_tab",
 )
 
 

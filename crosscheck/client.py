@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar, overload
@@ -33,7 +34,12 @@ from shared.orchestration import (
     FINAL_STATUSES,
     AccountCreate,
     AccountPublic,
+    CriticJudgement,
+    DecisionAction,
     EventPublic,
+    ExportKind,
+    JudgementPublic,
+    JudgementsRequest,
     Policy,
     ReviewPage,
     ReviewPublic,
@@ -490,6 +496,54 @@ class CrosscheckClient:
     def trajectory(self, run_id: str) -> Trajectory:
         return self._parse(Trajectory, self._request("GET", f"/v1/runs/{run_id}/trajectory"))
 
+    def export_dataset(
+        self,
+        kind: ExportKind = ExportKind.chat,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        profile: str | None = None,
+        tag: str | None = None,
+        decision: DecisionAction | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """Reviewed runs as dataset records, one dict per JSONL line, streamed as they come:
+        ``chat``, ``preference`` or ``critique`` (``GET /v1/datasets/export``)."""
+        params: dict[str, str] = {"kind": ExportKind(kind).value}
+        for name, value in (("since", since), ("until", until)):
+            if value is not None:
+                params[name] = value.isoformat()
+        for name, text in (("profile", profile), ("tag", tag), ("decision", decision)):
+            if text is not None:
+                params[name] = str(text)
+        try:
+            with self._http.stream(
+                "GET",
+                "/v1/datasets/export",
+                params=params,
+                timeout=httpx.Timeout(None, connect=5.0),
+            ) as response:
+                if response.is_error:
+                    response.read()
+                    raise api_error(response, self.settings)
+                for line in response.iter_lines():
+                    if line.strip():
+                        yield json.loads(line)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise self._unreachable() from exc
+        except httpx.TransportError as exc:
+            raise _no_answer(self.settings, exc) from exc
+
+    def judge_critic(
+        self, review_id: str, judgements: list[CriticJudgement]
+    ) -> list[JudgementPublic]:
+        """Agree with or dismiss the Critic's issues on a review item you hold or decided."""
+        body = self._request(
+            "POST",
+            f"/v1/reviews/{review_id}/judgements",
+            json=JudgementsRequest(judgements=judgements).model_dump(mode="json"),
+        )
+        return [self._parse(JudgementPublic, item) for item in body]
+
     def cancel_run(self, run_id: str) -> RunCreated:
         """Cancel a run (service or admin token): a paused one ends at once."""
         return self._parse(RunCreated, self._request("POST", f"/v1/runs/{run_id}/cancel"))
@@ -681,7 +735,7 @@ class _Outcome:
         return f"{type(self).__name__}(url={self.settings.url!r})"
 
     def _review_page(self, review_id: str) -> str:
-        return f"{self.console_url}/Review?{urlencode({'review': review_id})}"
+        return f"{self.console_url}/review?{urlencode({'review': review_id})}"
 
     def _intervention(self, run: RunPublic, review: ReviewPublic | None) -> NeedHumanIntervention:
         return NeedHumanIntervention(

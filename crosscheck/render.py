@@ -23,6 +23,7 @@ from shared.orchestration import (
     ShippedBy,
     Trajectory,
     TrajectoryCall,
+    retry_summary,
 )
 
 # The model name of the scripted demo (shared.providers.defaults.DEMO_MODEL). Not imported:
@@ -177,6 +178,12 @@ def event_line(event: EventPublic) -> Text | None:
             "waiting",
             f"review item {data.get('review_id', '?')}: a person decides before the run goes on",
         )
+    if event.type == "peer.retry":
+        line = Text(f"{'retry':<9} ", style="bold")
+        line.append(retry_summary(data), style="yellow")
+        if data.get("reason"):
+            line.append(f"  {str(data['reason'])[:120]}", style="dim")
+        return line
     if event.type == "run.cancel_requested":
         return _row("run", "cancel", "cancellation requested")
     if event.type == "run.finished":
@@ -427,6 +434,52 @@ def _calls(calls: list[TrajectoryCall]) -> Table:
     return table
 
 
+def _points(round_: RoundPublic) -> list[RenderableType]:
+    """Each reviewer point this round answered: the Actor's answer (where it applied it, or
+    why it declined) and the Critic's check of it (satisfied, with its quote)."""
+    answers = [r for r in round_.responses if r.get("point")]
+    checks = [c for c in (round_.critique or {}).get("binding_checks") or [] if isinstance(c, dict)]
+    points = [str(a["point"]) for a in answers] or [str(c.get("point") or "") for c in checks]
+    if not points:
+        return []
+    table = Table.grid(padding=(0, 1))
+    table.add_column(no_wrap=True)
+    table.add_column(ratio=1)
+    for n, point in enumerate(points, start=1):
+        answer = _same_point(point, n - 1, answers)
+        check = _same_point(point, n - 1, checks)
+        said = Text(point, style="bold")
+        if answer is None:
+            said.append("\nActor: no answer", style="dim")
+        else:
+            action = str(answer.get("action") or "?")
+            said.append(f"\nActor: {action}", style="green" if action == "applied" else "red")
+            if answer.get("where"):
+                said.append(f" at “{answer['where']}”")
+            if action != "applied" and answer.get("reason"):
+                said.append(f": {answer['reason']}")
+        if check is None:
+            said.append("\nCritic: not checked", style="dim")
+        else:
+            ok = bool(check.get("satisfied"))
+            said.append("\nCritic: ")
+            said.append("satisfied" if ok else "NOT satisfied", style="green" if ok else "red")
+            if check.get("quote"):
+                said.append(f" “{check['quote']}”")
+        table.add_row(f"point {n}", said)
+    return [Text("reviewer points", style="bold"), _indent(table)]
+
+
+def _same_point(point: str, index: int, entries: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The entry naming ``point`` (spaces and case aside), else the ``index``-th: the Actor
+    and the Critic answer the points in the order given."""
+    wanted = " ".join(point.split()).casefold()
+    for entry in entries:
+        if " ".join(str(entry.get("point") or "").split()).casefold() == wanted:
+            return entry
+    return entries[index] if index < len(entries) else None
+
+
 def _discipline(round_: RoundPublic) -> list[RenderableType]:
     """What the loop did around this version: the Actor's answers, reverted hunks, the
     over-correction guard, best-of-N drafts, sections, research and the citation check."""
@@ -437,9 +490,10 @@ def _discipline(round_: RoundPublic) -> list[RenderableType]:
         line.append(", ".join(f"{n} {action}" for action, n in sorted(answers.items())))
         parts.append(line)
         for r in round_.responses:
-            if r.get("action") == "declined":
-                which = r.get("issue") or r.get("point") or "?"
+            if r.get("action") == "declined" and not r.get("point"):
+                which = r.get("issue") or "?"
                 parts.append(_indent(Text(f"declined {which}: {r.get('reason') or ''}")))
+    parts += _points(round_)
     if round_.reverted_hunks:
         parts.append(
             Text(f"diff lock reverted {plural(len(round_.reverted_hunks), 'hunk')}", style="yellow")

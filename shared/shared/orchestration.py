@@ -490,6 +490,70 @@ class TokenCreated(WireModel):
     token: str = Field(description="Shown once; only its hash is stored.")
 
 
+class JudgementVerdict(StrEnum):
+    agree = "agree"
+    dismiss = "dismiss"
+
+
+class CriticJudgement(WireModel):
+    """A reviewer's word on one issue of the Critic: right (agree) or not (dismiss)."""
+
+    issue: Annotated[int, Field(ge=0, le=1000)] = Field(
+        description="The issue's index (from 0) in the critique of the item's round (the "
+        "previous round's when that one is not critiqued yet)."
+    )
+    verdict: JudgementVerdict
+    reason: Annotated[str, StringConstraints(strip_whitespace=True, max_length=300)] | None = Field(
+        default=None, description="Why (required to dismiss), at most 300 characters."
+    )
+
+    @model_validator(mode="after")
+    def _dismiss_says_why(self) -> CriticJudgement:
+        if self.verdict is JudgementVerdict.dismiss and not self.reason:
+            raise ValueError(f"dismissing issue {self.issue} needs a short reason")
+        return self
+
+
+def _one_per_issue(judgements: list[CriticJudgement] | None) -> list[CriticJudgement] | None:
+    seen: set[int] = set()
+    for judgement in judgements or []:
+        if judgement.issue in seen:
+            raise ValueError(f"issue {judgement.issue} is judged twice: one judgement per issue")
+        seen.add(judgement.issue)
+    return judgements
+
+
+CriticJudgements = Annotated[
+    list[CriticJudgement], Field(max_length=100), AfterValidator(_one_per_issue)
+]
+
+
+class JudgementsRequest(WireModel):
+    """Judge the Critic's issues of a claimed item, before (or without) deciding it; a
+    judgement on an issue judged before replaces it."""
+
+    judgements: Annotated[CriticJudgements, Field(min_length=1)]
+
+
+class JudgementPublic(WireModel):
+    issue: int
+    round: int = Field(description="The round whose critique the issue belongs to.")
+    verdict: JudgementVerdict
+    reason: str | None = None
+    dimension: str
+    error_type: str
+    author: str = Field(description="The reviewer who judged it.")
+    judged_at: datetime
+
+
+class ExportKind(StrEnum):
+    """The record kinds of ``GET /v1/datasets/export``."""
+
+    chat = "chat"  # task -> the version a person approved or edited
+    preference = "preference"  # prompt, chosen (approved / edited), rejected (pre-edit, ...)
+    critique = "critique"  # output, the Critic's issues, the reviewer's agree / dismiss
+
+
 class ReviewKind(StrEnum):
     pre_critique = "pre_critique"
     escalation = "escalation"
@@ -530,6 +594,9 @@ class ReviewSummary(WireModel):
 class ReviewPublic(ReviewSummary):
     context: dict[str, Any]
     decision: dict[str, Any] | None = None
+    judgements: list[JudgementPublic] = Field(
+        default=[], description="The reviewers' agree / dismiss on the Critic's issues."
+    )
 
 
 class ReviewPage(WireModel):
@@ -582,6 +649,12 @@ class DecisionRequest(WireModel):
         default="global",
         description="'global' (every run of the reviewed run's owner), or a tag its runs opt "
         "into. A lesson reaches other tenants' runs only if an admin shares it.",
+    )
+
+    critic_judgements: CriticJudgements | None = Field(
+        default=None,
+        description="Agree or dismiss (with a reason) issues of the Critic's critique on "
+        "the item's round; stored with the decision, as `POST .../judgements` would.",
     )
 
     @model_validator(mode="after")
@@ -712,6 +785,18 @@ class AgreementStats(WireModel):
     rate: float = Field(description="agreed / decisions.")
 
 
+class IssueAgreementStats(WireModel):
+    """How often reviewers agreed with the Critic's issues of one error type, per profile."""
+
+    profile: str = Field(description="The critic profile the runs used.")
+    error_type: str = Field(description="The issues' error type (`other` when none fits).")
+    dimension: str = Field(description="The issues' dimension (accuracy, clarity, ...).")
+    judged: int = Field(description="Issues a reviewer agreed with or dismissed.")
+    agreed: int
+    dismissed: int = Field(description="Issues a reviewer said the Critic got wrong.")
+    rate: float = Field(description="agreed / judged.")
+
+
 ADOPTION_BAND = (0.15, 0.70)
 TRIGGER_TARGET = 0.95
 
@@ -736,6 +821,11 @@ class StatsPublic(WireModel):
     providers: list[ProviderStats]
     critic_agreement: list[AgreementStats] = Field(
         default=[], description="Person vs Critic, per critic provider and profile."
+    )
+    critic_issue_agreement: list[IssueAgreementStats] = Field(
+        default=[],
+        description="Person vs Critic issue by issue (agree / dismiss), per critic profile, "
+        "error type and dimension.",
     )
     versions: int = Field(
         default=0,
@@ -883,3 +973,45 @@ class WebhookDelivery(WireModel):
 class DeliveryPage(WireModel):
     items: list[WebhookDelivery]
     next_cursor: str | None = None
+
+
+def int_or_none(value: Any) -> int | None:
+    """An event field as a whole number, None when it is not one (read defensively)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return None
+
+
+def retry_wait_words(seconds: Any) -> str:
+    """`` in 4 s``, `` in 0.5 s``, `` in 2 min``, `` at once``; empty when unknown."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds != seconds:
+        return ""
+    if seconds < 0:
+        return ""
+    if seconds < 0.05:
+        return " at once"
+    if seconds < 60:
+        return f" in {round(seconds, 1):g} s"
+    return f" in {int(seconds // 60)} min"
+
+
+def retry_summary(data: dict[str, Any]) -> str:
+    """A ``peer.retry`` event in a few words, as the CLI and the console show it:
+    ``critic 504, retry 2/3 in 4 s``; without a status ``critic timed out, ...`` when the
+    reason says so, else ``critic did not answer, ...``. Odd fields show as ``?``."""
+    peer = str(data.get("peer") or "a peer")
+    status = int_or_none(data.get("status"))
+    reason = str(data.get("reason") or "").lower()
+    if status is not None:
+        what = f"{peer} {status}"
+    elif "timed out" in reason or "timeout" in reason:
+        what = f"{peer} timed out"
+    else:
+        what = f"{peer} did not answer"
+    attempt, attempts = int_or_none(data.get("attempt")), int_or_none(data.get("attempts"))
+    retry = f"retry {'?' if attempt is None else attempt}/{'?' if attempts is None else attempts}"
+    return f"{what}, {retry}{retry_wait_words(data.get('wait_s'))}"

@@ -67,7 +67,7 @@ def assert_escalated(exc, console: str = "http://127.0.0.1:8501") -> None:
     assert exc.stop_reason == "max_rounds"
     assert exc.review_id
     assert exc.review_id.startswith("rev_")
-    assert exc.console_url == f"{console}/Review?review={exc.review_id}"
+    assert exc.console_url == f"{console}/review?review={exc.review_id}"
     assert exc.context["task"] == TIDES
     assert exc.context["stop_reason"] == "max_rounds"
     assert [r["number"] for r in exc.context["rounds"]] == [1]
@@ -113,7 +113,7 @@ class TestSync:
             "pending",
         )
         assert exc.context == item["context"]
-        assert exc.console_url == f"http://127.0.0.1:8501/Review?review={exc.review_id}"
+        assert exc.console_url == f"http://127.0.0.1:8501/review?review={exc.review_id}"
 
     async def test_no_wait_then_wait(self, url):
         def both(cc: Crosscheck):

@@ -185,3 +185,68 @@ class TestPlurals:
             },
         )
         assert "over-correction: regressed, 2 rollbacks, kept previous" in said
+
+
+class TestRetryEvents:
+    """A retried peer call is a line while the run is followed, not minutes of silence."""
+
+    @staticmethod
+    def line(data: dict) -> str:
+        from crosscheck.render import event_line
+        from shared.orchestration import EventPublic
+
+        event = EventPublic.model_validate(
+            {"seq": 1, "run_id": "run_1", "type": "peer.retry", "data": data, "created_at": NOW}
+        )
+        said = event_line(event)
+        assert said is not None
+        return said.plain
+
+    def test_a_peer_answer_is_named_with_the_attempt_and_the_wait(self) -> None:
+        plain = self.line(
+            {
+                "peer": "critic",
+                "attempt": 2,
+                "attempts": 3,
+                "status": 504,
+                "reason": "critic answered 504 on /v1/critique: slow",
+                "wait_s": 4.0,
+            }
+        )
+        assert "critic 504, retry 2/3 in 4 s" in plain
+        assert "critic answered 504 on /v1/critique" in plain
+
+    def test_a_timeout_has_no_status_and_says_so(self) -> None:
+        reason = "actor timed out on /v1/draft"
+        plain = self.line(
+            {"peer": "actor", "attempt": 3, "attempts": 6, "status": None, "reason": reason}
+        )
+        assert "actor timed out, retry 3/6" in plain
+
+
+def test_each_reviewer_point_shows_the_actors_answer_and_the_critics_check() -> None:
+    out = shown(
+        {"number": 1},
+        {
+            "number": 2,
+            "responses": [
+                {"point": "Mention the Moon.", "action": "applied", "where": "The Moon pulls"},
+                {"point": "Cite a source.", "action": "declined", "reason": "none given"},
+            ],
+            "critique": {
+                "verdict": "revise",
+                "confidence": 0.7,
+                "binding_checks": [
+                    {"point": "Mention the Moon.", "satisfied": True, "quote": "The Moon pulls"},
+                    {"point": "Cite a source.", "satisfied": False, "quote": None},
+                ],
+            },
+        },
+    )
+    assert "point 1 Mention the Moon." in out
+    assert "Actor: applied at “The Moon pulls”" in out
+    assert "Critic: satisfied “The Moon pulls”" in out
+    assert "point 2 Cite a source." in out
+    assert "Actor: declined: none given" in out
+    assert "Critic: NOT satisfied" in out
+    assert "declined None" not in out

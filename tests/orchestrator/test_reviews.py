@@ -153,6 +153,7 @@ class TestClaims:
         assert released.json()["status"] == "pending"
         assert (await api.post(f"{url}/claim", headers=bo)).status_code == 200
 
+    @pytest.mark.sqlite_only  # a validation: the database plays no part
     @pytest.mark.parametrize("lease_s", [0, 3601, "long"])
     async def test_bad_leases_are_422(self, api, lease_s):
         item = await escalated_review(api)

@@ -16,6 +16,7 @@ WORKER_GROUPS = {
     "tests/scripts/test_test_services.py::": "test-services",
     # Each starts a whole platform and a Chromium, and keeps screenshots in var/artifacts/.
     "tests/browser/": "browser",
+    "tests/bench/test_queue_tab.py::": "browser",
     # Whole platforms killed and restarted, checked against deadlines of their own: one at a
     # time, so that they do not slow each other down past those deadlines.
     "tests/orchestrator/test_cluster.py::": "platforms",

@@ -96,6 +96,26 @@ def run_summary(run_id: str = "run-1", **extra: Any) -> dict:
     return run
 
 
+def event(seq: int, type_: str, data: dict, *, run_id: str = "run-1", delta_s: float = 0) -> dict:
+    """One event as ``GET /v1/events`` lists it."""
+    return {"seq": seq, "run_id": run_id, "type": type_, "data": data, "created_at": _iso(delta_s)}
+
+
+def peer_retry(seq: int, *, status: int | None = 504, **extra: Any) -> dict:
+    """A ``peer.retry`` event: the orchestrator waits before trying a peer call again."""
+    answered = f"critic answered {status} on /v1/critiques: Gateway Timeout"
+    data = {
+        "peer": "critic",
+        "attempt": 2,
+        "attempts": 3,
+        "status": status,
+        "reason": answered if status is not None else "critic timed out after 300 s",
+        "wait_s": 4.0,
+    }
+    data.update(extra)
+    return event(seq, "peer.retry", data)
+
+
 def lesson(lesson_id: str = "les-1", **extra: Any) -> dict:
     item = {
         "id": lesson_id,
@@ -328,7 +348,11 @@ class FakeClient:
         knowledge: list[dict] | None = None,
         evaluation: dict | None = None,
         intercepts: list[Any] | None = None,  # untrusted: anything the API might send
+        model_mode: str | None = "providers",  # GET /v1/info's; None: an orchestrator without
+        run_events: dict[str, list[dict]] | None = None,  # GET /v1/events?run_id=, by run
     ) -> None:
+        self.model_mode = model_mode
+        self.run_events = run_events or {}
         self.reviews = {r["id"]: r for r in (reviews or [review_item()])}
         self.runs = {r["id"]: r for r in (runs or [run_summary()])}
         self.lessons = {item["id"]: item for item in (lessons or [])}
@@ -372,7 +396,25 @@ class FakeClient:
             raise ApiError(401, "Unauthorized", "unknown token")
         return dict(known)
 
-    def events(self, since: int = 0, limit: int = 500) -> list[dict]:
+    def info(self) -> dict:
+        """``GET /v1/info`` of the orchestrator (no token needed)."""
+        self._log("info")
+        body: dict[str, Any] = {
+            "service": "orchestrator",
+            "role": "orchestrator",
+            "version": "0.1.0",
+            "provider": None,
+            "models": {},
+            "demo": self.model_mode == "demo",
+        }
+        if self.model_mode is not None:
+            body["model_mode"] = self.model_mode
+        return body
+
+    def events(self, since: int = 0, limit: int = 500, run_id: str | None = None) -> list[dict]:
+        if run_id is not None:
+            self._log("events", since=since, run_id=run_id)
+            return [e for e in self.run_events.get(run_id, []) if e["seq"] > since][:limit]
         self._log("events", since=since)
         if since >= self.seq:
             return []

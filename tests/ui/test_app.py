@@ -140,9 +140,11 @@ def test_logout_forgets_the_token():
 PAGES = [
     ("views/queue.py", "Review queue"),
     ("views/review.py", "Review"),
+    ("views/decisions.py", "My decisions"),
     ("views/escalations.py", "Escalations"),
     ("views/runs.py", "Runs"),
     ("views/lessons.py", "Lessons"),
+    ("views/datasets.py", "Datasets"),
     ("views/knowledge.py", "Knowledge"),
     ("views/metrics.py", "Metrics"),
 ]
@@ -192,12 +194,17 @@ def unreachable_client() -> FakeClient:
         "stats",
         "who_am_i",
         "login",
+        "info",
     ):
         setattr(fake, name, unreachable)
     return fake
 
 
-@pytest.mark.parametrize(("page", "title"), PAGES)
+# the Datasets page reads nothing until asked to export (tests/ui/test_judgements.py)
+READING_PAGES = [(page, title) for page, title in PAGES if page != "views/datasets.py"]
+
+
+@pytest.mark.parametrize(("page", "title"), READING_PAGES)
 def test_every_page_shows_an_unreachable_api(page, title):
     at = make_app(unreachable_client(), review_id="rev-1").run()
     at.switch_page(page).run()
@@ -261,6 +268,24 @@ def test_queue_lists_items_and_refreshes_only_on_events():
     at.run()
     assert len(fake.called("list_reviews")) == loads + 2
     assert "review=rev-3" in linked(at)
+    assert "Summarise the report" in table(at)["task"]
+
+
+def test_the_queue_polls_at_the_live_pace_only_once_it_moves():
+    """Each poll reruns the list, about 40-85 ms of the console's CPU: a quiet queue is polled
+    every IDLE_S, one that moves every LIVE_S (bench/queue_tab.py measures both)."""
+    fake = FakeClient([review_item("rev-1")])
+    at = make_app(fake).run()
+    assert_clean(at)
+    assert "queue_changed_at" not in at.session_state  # opening it is no sign of movement
+    at.run()
+    assert "queue_changed_at" not in at.session_state
+
+    fake.reviews["rev-2"] = review_item("rev-2", task="Summarise the report")
+    fake.seq += 1
+    at.run()
+    assert_clean(at)
+    assert "queue_changed_at" in at.session_state  # the page reruns at the live pace
     assert "Summarise the report" in table(at)["task"]
 
 
@@ -329,15 +354,39 @@ def test_queue_rows_link_to_their_review_page():
     at = make_app(fake).run()
     assert_clean(at)
     assert linked(at) == {"review=rev-1", "review=rev-2"}
-    assert not at.get("page_link")
-    # a selected row gets a link in this tab
+    assert not at.get("page_link")  # no second "Open..." link beside the table
+
+
+def test_selecting_a_queue_row_opens_its_review_page():
+    fake = FakeClient([review_item("rev-1"), review_item("rev-2", kind="escalation")])
+    at = make_app(fake).run()
+    # the escalation sorts first: the second row is rev-1
     at.session_state["queue-table"] = {"selection": {"rows": [1], "columns": [], "cells": []}}
     at.run()
     assert_clean(at)
-    [link] = at.get("page_link")
-    assert (link.proto.page, link.proto.query_string) == ("review", "review=rev-1")
-    assert link.proto.label == "Open low confidence: Write a haiku about rivers"
+    assert at.title[0].value == "Review"
+    assert at.session_state["review_id"] == "rev-1"
+    assert at.query_params["review"] == "rev-1"
     assert fake.called("claim") == []  # opening is not claiming
+
+
+def test_the_reviewer_picks_the_queue_columns():
+    fake = FakeClient([review_item("rev-1", deadline=None)])
+    at = make_app(fake).run()
+    # by default every column but the long deadline words: they fit at 1280 px
+    assert at.multiselect(key="queue-columns").value == [
+        "kind",
+        "task",
+        "round",
+        "claimed_by",
+        "confidence",
+        "waiting",
+    ]
+    at.multiselect(key="queue-columns").set_value(["task", "deadline"]).run()
+    assert_clean(at)
+    [frame] = [d for d in at.dataframe if d.key == "queue-table"]
+    order = list(frame.proto.column_order)
+    assert order == ["open", "task", "deadline"]
 
 
 def open_by_link(fake: FakeClient, review_id: str = "rev-1") -> AppTest:

@@ -187,6 +187,11 @@ class TestAuth:
             fakes.FakeClient().login("bo", "wrong")
         assert (real.status, real.error) == (fake.value.status, fake.value.error)
 
+    async def test_info_names_the_model_mode_before_anyone_logs_in(self, url):
+        real = await logged_out(url, lambda c: c.info())
+        assert drift(fakes.FakeClient().info(), real) == []
+        assert real["model_mode"] == "providers"  # a standalone orchestrator's default
+
     async def test_who_am_i_names_the_session_and_refuses_an_unknown_token(self, console):
         me = await console(lambda c: c.who_am_i())
         assert drift(fakes.FakeClient().who_am_i(), me) == []
@@ -301,6 +306,17 @@ class TestRunsEventsStatsLessons:
         assert {e["run_id"] for e in events} == {run_id}
         later = await console(lambda c: c.events(since=events[-1]["seq"]))
         assert later == []
+        # one run's events, as the Runs page reads them, in the fake's shape
+        of_run = await console(lambda c: c.events(since=0, limit=2, run_id=run_id))
+        assert len(of_run) == 2
+        assert {e["run_id"] for e in of_run} == {run_id}
+        assert (
+            drift(fakes.event(1, "run.created", {"kind": "text"}, run_id=run_id), of_run[0]) == []
+        )
+        rest = await console(lambda c: c.events(since=of_run[-1]["seq"], run_id=run_id))
+        assert [e["seq"] for e in rest] == [
+            e["seq"] for e in events if e["seq"] > of_run[-1]["seq"]
+        ]
 
     async def test_stats(self, console, api, fake_model):
         await wait_for(api, await start(api, task=PASSES))

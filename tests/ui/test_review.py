@@ -133,7 +133,8 @@ def test_code_keeps_its_lines_and_indentation_with_each_quote_marked_and_numbere
     assert "        return  -1</mark>" in html  # eight spaces and the double space kept
     assert '<sup class="cc-q">2</sup>&quot;&quot;&quot;Two a day.&quot;&quot;&quot;' in html
     assert '<span class="cc-ln">5</span>\n<span class="cc-ln">6</span>    return 2' in html
-    assert "white-space: pre;" in html
+    # long lines wrap inside the box (spaces kept), never cut at its edge
+    assert "monospace; white-space: pre-wrap;" in html
     # the numbered issue cards, with the quote kept as code
     cards = [m.value for m in at.markdown if re.match(r"\*\*\d\.\*\*", str(m.value))]
     assert cards == [

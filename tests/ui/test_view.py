@@ -3,7 +3,18 @@
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from console.view import WORD_JOINER, claimer, highlight, md_literal, side_by_side, unified_diff
+from console.view import (
+    WORD_JOINER,
+    answer_words,
+    check_words,
+    claimer,
+    highlight,
+    md_literal,
+    point_outcomes,
+    round_points,
+    side_by_side,
+    unified_diff,
+)
 from tests.ui.test_app import SCRIPT_TIMEOUT_S
 from tests.ui.untrusted import HOSTILE, read
 
@@ -111,3 +122,48 @@ def test_the_checker_sees_what_streamlit_would_render():
     assert read("see http://evil.example").rewritten == ["http://"]
     assert read("\\:smile\\:").rewritten == [":smile:"]  # escapes alone do not stop it
     assert read(":material/home:").rewritten
+
+
+class TestPointOutcomes:
+    POINTS = ["Mention the Moon.", "Say why there are two tides."]
+
+    def test_the_first_answer_and_the_latest_check_of_each_point(self):
+        rounds = [
+            {"number": 2, "responses": [{"point": "ignored: before the comment"}]},
+            {
+                "number": 3,
+                "responses": [
+                    {"point": "mention the  moon.", "action": "applied", "where": "the Moon"},
+                    {"point": self.POINTS[1], "action": "declined", "reason": "off topic"},
+                ],
+                "critique": {"binding_checks": [{"point": self.POINTS[0], "satisfied": False}]},
+            },
+            {
+                "number": 4,
+                "critique": {
+                    "binding_checks": [
+                        {"point": self.POINTS[0], "satisfied": True, "quote": "the Moon"}
+                    ]
+                },
+            },
+        ]
+        moon, tides = point_outcomes(self.POINTS, 2, rounds)
+        assert answer_words(moon) == "The Actor applied it in round 3, at “the Moon”."
+        assert check_words(moon) == "The Critic found it applied in round 4: “the Moon”."
+        assert answer_words(tides) == "The Actor declined it in round 3: off topic."
+        # the Critic's second check names the Moon point only: by position it is the first
+        assert check_words(tides) == "The Critic has not checked it yet."
+
+    def test_nothing_yet(self):
+        [outcome] = point_outcomes(self.POINTS[:1], 2, [])
+        assert answer_words(outcome) == "The Actor has not answered it yet."
+        assert check_words(outcome) == "The Critic has not checked it yet."
+
+    def test_a_rounds_own_points(self):
+        rnd = {
+            "number": 3,
+            "responses": [{"point": "Be brief.", "action": "applied", "where": "Short."}],
+            "critique": {"binding_checks": [{"point": "Be brief.", "satisfied": True}]},
+        }
+        [outcome] = round_points(rnd)
+        assert (outcome["answered_in"], outcome["checked_in"], outcome["satisfied"]) == (3, 3, True)

@@ -133,6 +133,12 @@ class ConsoleClient:
         me: dict[str, Any] = self._json("GET", "/v1/auth/me")
         return me
 
+    def info(self) -> dict[str, Any]:
+        """``GET /v1/info`` (no token needed, no secret in it): ``model_mode`` says what
+        answers the model calls (``demo``, ``local`` or ``providers``)."""
+        result: dict[str, Any] = self._json("GET", "/v1/info")
+        return result
+
     # ------------------------------------------------------------------ reviews
     def list_reviews(
         self,
@@ -213,10 +219,12 @@ class ConsoleClient:
         result: dict[str, Any] = self._json("GET", f"/v1/runs/{run_id}")
         return result
 
-    def events(self, since: int = 0, limit: int = 500) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self._json(
-            "GET", "/v1/events", params={"since": since, "limit": limit}
-        )
+    def events(
+        self, since: int = 0, limit: int = 500, run_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Events after ``since``, oldest first; ``run_id`` keeps those of one run."""
+        params = {"since": since, "limit": limit, "run_id": run_id}
+        result: list[dict[str, Any]] = self._json("GET", "/v1/events", params=params)
         return result
 
     # ------------------------------------------------------------------ stats and lessons
@@ -312,6 +320,20 @@ class ConsoleClient:
         """Retire an entry: no new call receives it (needs the admin role)."""
         result: dict[str, Any] = self._json("DELETE", f"/v1/knowledge/{entry_id}")
         return result
+
+    # ------------------------------------------------------------------ judgements, datasets
+    def judge_critic(self, review_id: str, judgements: list[dict[str, Any]]) -> list[Any]:
+        """Agree with or dismiss Critic issues (``{"issue", "verdict", "reason"}``, issue
+        from 0); every judgement of the item comes back."""
+        result: list[Any] = self._json(
+            "POST", f"/v1/reviews/{review_id}/judgements", json={"judgements": judgements}
+        )
+        return result
+
+    def export_dataset(self, kind: str = "chat", **filters: Any) -> bytes:
+        """``GET /v1/datasets/export`` as JSONL bytes (filters: since, until, profile, tag,
+        decision; None or empty: no filter)."""
+        return self._request("GET", "/v1/datasets/export", params={"kind": kind, **filters}).content
 
 
 def get_client() -> Any:

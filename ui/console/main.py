@@ -8,6 +8,8 @@ and, once logged in, the same URL renders the page it names. No page icons: Stre
 
 import streamlit as st
 
+from console import mode
+from console.client import get_client
 from console.pages import PAGES
 from console.views import login as session
 
@@ -30,6 +32,7 @@ else:
     session.keep_cookie()
     with st.sidebar:
         st.caption(session.signed_in_as())
+        mode.show_caption(get_client())
         if st.button("Log out", key="logout"):
             session.log_out()
     page.run()

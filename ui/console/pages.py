@@ -19,9 +19,11 @@ class PageSpec(NamedTuple):
 PAGES = (
     PageSpec("views/queue.py", "Queue"),  # the default page, also at the root URL
     PageSpec("views/review.py", "Review"),
+    PageSpec("views/decisions.py", "My decisions"),
     PageSpec("views/escalations.py", "Escalations"),
     PageSpec("views/runs.py", "Runs"),
     PageSpec("views/lessons.py", "Lessons"),
+    PageSpec("views/datasets.py", "Datasets"),
     PageSpec("views/knowledge.py", "Knowledge"),
     PageSpec("views/metrics.py", "Metrics"),
 )

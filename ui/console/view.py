@@ -115,6 +115,17 @@ def latest_confidence(critiques: list[dict[str, Any]]) -> float | None:
     return None
 
 
+# the claim is a 5-minute lease: the Review page renews it while the reviewer is at it
+RENEW_WITHIN_S = 120  # renew when less than this is left
+ACTIVE_S = 30 * 60  # "at it": the page reran for them (a click, a key) this recently
+
+
+def renew_due(expires_at: Any, active_at: float, now: float) -> bool:
+    """Renew when the lease nears its end and the reviewer used the page lately."""
+    left = seconds_left(expires_at)
+    return left is not None and 0 < left < RENEW_WITHIN_S and now - active_at < ACTIVE_S
+
+
 # ---------------------------------------------------------------- plain-words time
 def _amount(seconds: float) -> str:
     s = int(abs(seconds))
@@ -174,7 +185,8 @@ def friendly_detail(text: str, now: datetime | None = None) -> str:
 OUTPUT_CSS = """<style>
 .cc-out { border: 1px solid rgba(128,128,128,.35); border-radius: .4rem; padding: .5rem .7rem;
   max-height: 36rem; overflow: auto; font-size: .9rem; line-height: 1.45; margin: 0; }
-.cc-code { font-family: "Source Code Pro", ui-monospace, monospace; white-space: pre; }
+.cc-code { font-family: "Source Code Pro", ui-monospace, monospace; white-space: pre-wrap;
+  overflow-wrap: anywhere; }
 .cc-text { white-space: pre-wrap; overflow-wrap: anywhere; }
 .cc-ln { display: inline-block; width: 2.6em; color: #999; user-select: none;
   text-align: right; padding-right: .8em; }
@@ -212,16 +224,19 @@ def marked_output(
     *,
     code: bool,
     decorate: Callable[[str], str] | None = None,
+    lines: bool = False,
 ) -> str:
     """The output as it ships, escaped, with each quote in a numbered ``<mark>``: code keeps
     its lines and indentation and gets line numbers; text keeps its paragraphs. ``decorate``
-    rewrites each piece of escaped text (the citation links of console.evidence)."""
+    rewrites each piece of escaped text (the citation links of console.evidence). ``lines``
+    wraps each line in ``<span class="cc-l" data-line="n">`` (where a selection starts and
+    ends, for console.quoting)."""
     spans = quote_spans(text, quotes)
 
     def escape(piece: str) -> str:
         return decorate(html.escape(piece)) if decorate else html.escape(piece)
 
-    lines: list[str] = []
+    shown: list[str] = []
     pos = 0
     for number, line in enumerate(text.split("\n"), start=1):
         start, end = pos, pos + len(line)
@@ -242,9 +257,55 @@ def marked_output(
             out.append(escape(text[cursor:end]))
         body = "".join(out)
         last = start == len(text) and number > 1  # the empty line after a final newline
-        lines.append(f'<span class="cc-ln">{number}</span>{body}' if code and not last else body)
+        if code and not last:
+            body = f'<span class="cc-ln">{number}</span>{body}'
+        if lines:
+            body = f'<span class="cc-l" data-line="{number}">{body}</span>'
+        shown.append(body)
     kind = "cc-code" if code else "cc-text"
-    return f'{OUTPUT_CSS}<pre class="cc-out {kind}">' + "\n".join(lines) + "</pre>"
+    return f'{OUTPUT_CSS}<pre class="cc-out {kind}">' + "\n".join(shown) + "</pre>"
+
+
+# ---------------------------------------------------------------- a point that quotes the output
+MAX_QUOTE_CHARS = 400
+NEWLINE_MARK = " \u23ce "  # ⏎: a quote of several lines on the point's one line
+
+
+def picked_quote(output: str, first: Any, last: Any, text: Any = "") -> dict[str, Any] | None:
+    """What a reviewer picked in the output (lines ``first`` to ``last``, and the text they
+    selected there, if any) as ``{"quote", "first", "last"}``, or None when it names no line
+    of the output. The browser says what was picked, so the quote is taken from the output
+    itself: the selected text where it is in those lines, else the lines whole."""
+    try:
+        a, b = int(first), int(last)
+    except (TypeError, ValueError):
+        return None
+    rows = output.split("\n")
+    a, b = min(a, b), max(a, b)
+    if a < 1 or a > len(rows):
+        return None
+    b = min(b, len(rows))
+    block = "\n".join(rows[a - 1 : b])
+    wanted = text.strip() if isinstance(text, str) else ""
+    at = block.find(wanted) if wanted else -1
+    if at == -1:
+        wanted, at = block.strip(), block.find(block.strip())
+    if not wanted:
+        return None
+    start = a + block[:at].count("\n")
+    return {"quote": wanted, "first": start, "last": start + wanted.count("\n")}
+
+
+def quoted_point(picked: dict[str, Any], instruction: str) -> str:
+    """A point that quotes the output: ``On line 3, “if days < 0:”: raise ValueError.``
+    (lines of a longer quote joined by ⏎, a long quote cut), so the point carries its quote
+    wherever points go (the Actor's and the Critic's prompts, the run, the datasets)."""
+    a, b = picked["first"], picked["last"]
+    where = f"line {a}" if a == b else f"lines {a}-{b}"
+    quote = NEWLINE_MARK.join(r.strip() for r in str(picked["quote"]).split("\n") if r.strip())
+    if len(quote) > MAX_QUOTE_CHARS:
+        quote = quote[: MAX_QUOTE_CHARS - 1] + "\u2026"
+    return f"On {where}, \u201c{quote}\u201d: {instruction.strip()}"
 
 
 # ---------------------------------------------------------------- decisions in plain words
@@ -318,6 +379,22 @@ def waited_words(value: Any, now: datetime | None = None) -> str | None:
     return None if left is None else span_words(left)
 
 
+KIND_NAME = {"pre_critique": "pre-critique", "escalation": "escalation"}
+WHY_WORDS = {
+    "before_critique": "the policy pauses the run here, before the Critic reads this round",
+    "low_confidence": "the Critic is unsure of this round (its confidence is under the "
+    "policy's threshold): a person decides before anyone revises",
+}
+
+
+def why_words(item: dict[str, Any]) -> str:
+    """Why an item waits, in a sentence (the stop reason's name for an escalation)."""
+    reason = str(item.get("reason") or "")
+    if item.get("kind") == "escalation":
+        return f"the run stopped ({reason}) and waits for a person" if reason else "the run stopped"
+    return WHY_WORDS.get(reason, reason.replace("_", " "))
+
+
 def kind_words(item: dict[str, Any]) -> str:
     """What a review item is, with why it exists: ``escalation: max_rounds``,
     ``low confidence``, ``pre-critique (first round)`` or ``pre-critique (every round)``.
@@ -378,3 +455,100 @@ def md_literal(value: Any) -> str:
     return _LEADING_BLANKS.sub(
         lambda m: m.group(0).replace("\t", "    ").replace(" ", NBSP), escaped
     )
+
+
+# ---------------------------------------------------------------- a reviewer's points, later
+def _match(point: str, index: int, entries: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The entry that answers ``point``: the one naming it word for word (spaces aside), else
+    the ``index``-th (the Actor and the Critic answer the points in the order given)."""
+    wanted = " ".join(point.split()).casefold()
+    for entry in entries:
+        if " ".join(str(entry.get("point") or "").split()).casefold() == wanted:
+            return entry
+    return entries[index] if index < len(entries) else None
+
+
+def round_points(rnd: dict[str, Any]) -> list[dict[str, Any]]:
+    """One round's answers to a reviewer's points (those its revision answered, else those its
+    critique checked), shaped as :func:`point_outcomes` says."""
+    answers = [a for a in rnd.get("responses") or [] if isinstance(a, dict) and a.get("point")]
+    checks = [
+        c for c in (rnd.get("critique") or {}).get("binding_checks") or [] if isinstance(c, dict)
+    ]
+    points = [str(a["point"]) for a in answers] or [str(c.get("point") or "") for c in checks]
+    return point_outcomes(points, int(rnd.get("number") or 0) - 1, [rnd])
+
+
+def point_outcomes(
+    points: list[str], after_round: int, rounds: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """What became of each of a reviewer's ``points`` given on round ``after_round``: the
+    first later round whose revision answered it (``answered_in``, ``action``, ``where``) and
+    the latest round whose critique checked it (``checked_in``, ``satisfied``, ``quote``);
+    None for what has not happened yet."""
+    later = sorted(
+        (r for r in rounds if int(r.get("number") or 0) > after_round),
+        key=lambda r: int(r.get("number") or 0),
+    )
+    out = []
+    for i, point in enumerate(points):
+        found: dict[str, Any] = {
+            "point": point,
+            "answered_in": None,
+            "action": None,
+            "where": "",
+            "reason": "",
+            "checked_in": None,
+            "satisfied": None,
+            "quote": "",
+        }
+        for rnd in later:
+            number = int(rnd.get("number") or 0)
+            answers = [
+                a for a in rnd.get("responses") or [] if isinstance(a, dict) and a.get("point")
+            ]
+            answer = _match(point, i, answers)
+            if answer is not None and found["answered_in"] is None:
+                found.update(
+                    answered_in=number,
+                    action=str(answer.get("action") or "?"),
+                    where=str(answer.get("where") or ""),
+                    reason=str(answer.get("reason") or ""),
+                )
+            checks = [
+                c
+                for c in (rnd.get("critique") or {}).get("binding_checks") or []
+                if isinstance(c, dict)
+            ]
+            check = _match(point, i, checks)
+            if check is not None:
+                found.update(
+                    checked_in=number,
+                    satisfied=bool(check.get("satisfied")),
+                    quote=str(check.get("quote") or ""),
+                )
+        out.append(found)
+    return out
+
+
+def answer_words(outcome: dict[str, Any]) -> str:
+    """``Applied in round 2, at: “...”`` / ``Declined in round 2: <reason>`` / ``Not answered
+    yet: the Actor revises next.``"""
+    if outcome.get("answered_in") is None:
+        return "The Actor has not answered it yet."
+    action = str(outcome.get("action") or "?")
+    words = f"The Actor {action} it in round {outcome['answered_in']}"
+    if outcome.get("where"):
+        words += f", at “{outcome['where']}”"
+    if action != "applied" and outcome.get("reason"):
+        words += f": {outcome['reason']}"
+    return words + "."
+
+
+def check_words(outcome: dict[str, Any]) -> str:
+    """``The Critic found it applied in round 2: “...”`` / ``...not applied...`` / ``not yet``."""
+    if outcome.get("satisfied") is None:
+        return "The Critic has not checked it yet."
+    verdict = "applied" if outcome["satisfied"] else "NOT applied"
+    words = f"The Critic found it {verdict} in round {outcome['checked_in']}"
+    return words + (f": “{outcome['quote']}”." if outcome.get("quote") else ".")

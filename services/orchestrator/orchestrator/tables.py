@@ -351,3 +351,26 @@ class Evaluation(SQLModel, table=True):
     published_by: str = Field(default="", max_length=200)
     published_by_id: str = Field(default="", max_length=64)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
+
+
+class CriticJudgement(SQLModel, table=True):
+    """A reviewer's agree / dismiss on one issue of the Critic (by index in the critique of
+    the review item's round); one per issue and item, the latest word kept. ``dimension``
+    and ``error_type`` are copied from the issue for the stats."""
+
+    __tablename__ = "critic_judgements"
+    __table_args__ = (sa.UniqueConstraint("review_id", "issue"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    review_id: str = Field(foreign_key="review_items.id", index=True, max_length=64)
+    run_id: str = Field(foreign_key="runs.id", index=True, max_length=64)
+    round: int
+    issue: int
+    verdict: str = Field(max_length=16)
+    reason: str | None = Field(default=None, max_length=300)
+    dimension: str = Field(default="", max_length=200)
+    error_type: str = Field(default="other", max_length=200)
+    by: str = Field(max_length=64)
+    author: str = Field(default="", max_length=200)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())

@@ -17,6 +17,7 @@ from urllib.parse import quote, unquote
 
 import streamlit as st
 
+from console import mode
 from console.client import ApiError, get_client
 from console.server import COOKIE, SESSION_COOKIES, WHO, cookie_script
 from console.view import md_literal
@@ -166,6 +167,7 @@ def signed_in_as() -> str:
 def show() -> None:
     """The login form, shown in place of whatever page the URL names."""
     st.title("Crosscheck reviewer console")
+    mode.show_caption(_base_client())  # GET /v1/info needs no token
     if wanted := st.query_params.get("review"):
         st.caption(f"Log in to open review {md_literal(wanted)}.")
     password_tab, token_tab = st.tabs(["Password", "Token"])

@@ -1,27 +1,45 @@
 """One review item: the output as it ships with the critic's quotes marked, the evidence as
-tables, and a decision panel for the claim's holder (a read-only view for everyone else)."""
+tables, and a decision panel for the claim's holder (a read-only view for everyone else).
+
+Laid out for deciding at 1280x800: the task and the output on the left, the decision panel at
+the top of the right column, so the output and the Send button show together. After a comment
+the page follows the run and shows, per point, the Actor's answer and the Critic's check.
+
+Keyboard shortcuts (Streamlit button shortcuts; ``C`` and ``R`` are Streamlit's own): Alt+K
+claims, Alt+U releases, Ctrl+Enter sends the decision form, Alt+N opens the next item of the
+queue, Alt+P the previous one, Alt+Q goes back to the queue.
+"""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
 import streamlit as st
 
-from console import evidence, reflection
+from console import evidence, judgements, mode, quoting, reflection
 from console.client import ApiError, get_client, new_idempotency_key
+from console.navigation import neighbour, queue_items
 from console.view import (
     ago,
+    answer_words,
+    check_words,
     claimer,
     comment_points,
     decision_banner,
     friendly_detail,
+    kind_words,
     marked_output,
     md_literal,
+    point_outcomes,
     quote_spans,
+    quoted_point,
+    renew_due,
     side_by_side,
     time_left,
     unified_diff,
+    why_words,
 )
 from console.views import login as session
 
@@ -44,7 +62,15 @@ ACTION_HELP = {
     "reject": "The run stops as failed, with your reason.",
     "retry": "The run gets more rounds, starting from a revision.",
 }
-KIND_LABEL = {"pre_critique": "Pre-critique review", "escalation": "Escalation"}
+SHORTCUTS = {
+    "claim": "Alt+K",
+    "release": "Alt+U",
+    "send": "Ctrl+Enter",
+    "next": "Alt+N",
+    "previous": "Alt+P",
+    "queue": "Alt+Q",
+}
+TERMINAL = {"succeeded", "failed", "cancelled", "escalated", "awaiting_review"}
 SEVERITY_COLOR = {
     "critical": "red",
     "high": "red",
@@ -75,12 +101,24 @@ def _remember_claim(answer: Any) -> None:
 
 
 @st.fragment(run_every=5)
-def lease(expires_at: Any) -> None:
+def lease(review_id: str, expires_at: Any) -> None:
+    """The lease's time left, renewed (claimed again by its holder) while the page is open
+    and the reviewer active; a lapsed lease says so."""
+    expires_at = st.session_state.get(f"lease-{review_id}", expires_at)
+    if renew_due(expires_at, st.session_state.get("review-active-at", 0.0), time.time()):
+        try:
+            renewed = get_client().claim(review_id)
+        except ApiError as exc:
+            st.warning(f"Could not renew your claim: {md_literal(friendly_detail(exc.detail))}")
+            return
+        _remember_claim(renewed)
+        expires_at = renewed.get("lease_expires_at") or expires_at
+        st.session_state[f"lease-{review_id}"] = expires_at
     left = time_left(expires_at)
     if left.startswith("until now"):
         st.warning("Your claim has lapsed: claim again before deciding.")
     else:
-        st.caption(f"You hold this item {left}.")
+        st.caption(f"You hold this item {left}; it renews while you work on it.")
 
 
 # ---------------------------------------------------------------- output and critique
@@ -119,7 +157,7 @@ def _issue_cards(text: str, critique: dict[str, Any] | None, *, code: bool) -> N
             quote = issue.get("quote")
             if quote:
                 if code:
-                    st.code(quote, language=None)
+                    st.code(quote, language=None, wrap_lines=True)
                 else:
                     st.text(f"“{quote}”")
                 if n not in found:
@@ -139,7 +177,9 @@ def _critique_line(critique: dict[str, Any] | None) -> str:
     return line
 
 
-def _output(review: dict[str, Any], run: dict[str, Any] | None) -> None:
+def _output(review: dict[str, Any], run: dict[str, Any] | None, *, pick: bool = False) -> None:
+    """The output of the item's round in tabs; with ``pick`` (the claim's holder) a selection
+    in it, or a line chosen under it, starts a point that quotes it."""
     ctx = review.get("context") or {}
     output = ctx.get("output") or ""
     previous = ctx.get("previous_output")
@@ -166,11 +206,20 @@ def _output(review: dict[str, Any], run: dict[str, Any] | None) -> None:
         tabs.insert(1, "Highlighted")
     shown = dict(zip(tabs, st.tabs(tabs), strict=True))
     with shown["Quotes marked"]:
-        _show_output(output, critique, code=code, cite=cite)
+        with st.container(key="output-marked"):  # the output as the reviewer first sees it
+            if pick:
+                marked = marked_output(
+                    output, _numbered(_issues(critique)), code=code, decorate=cite, lines=True
+                )
+                quoting.pickable_output(review["id"], output, marked)
+                quoting.line_picker(review["id"], output)
+            else:
+                _show_output(output, critique, code=code, cite=cite)
         _issue_cards(output, critique, code=code)
+        judgements.controls(review)
     if code:
         with shown["Highlighted"]:
-            st.code(output, language="python", line_numbers=True)
+            st.code(output, language="python", line_numbers=True, wrap_lines=True)
     with shown["Beside the previous round"]:
         if previous is None:
             st.caption("This is the first round.")
@@ -434,36 +483,75 @@ def _send(review: dict[str, Any], action: str, **fields: Any) -> None:
         st.error(f"Decision refused: {md_literal(friendly_detail(exc.detail))}")
         return
     st.session_state["last_decision"] = result
+    mine = st.session_state.setdefault("my_decisions", [])
+    if review["id"] not in mine:
+        mine.append(review["id"])
     st.session_state.pop("reject-pending", None)
     st.session_state.pop("queue_items", None)
+    quoting.drop(review["id"])
     st.rerun()
 
 
+def _submit(label: str, *, kind: Any = "secondary") -> bool:
+    return st.form_submit_button(
+        label,
+        type=kind,
+        key="decision-submit",
+        shortcut=SHORTCUTS["send"],
+        help=f"Sends the decision ({SHORTCUTS['send']}).",
+    )
+
+
 def _comment_form(review: dict[str, Any]) -> None:
-    with st.form("decision-form-comment"):
+    # Enter in a quoted point's box is a newline's worth of intent, not a send (Ctrl+Enter)
+    with st.form("decision-form-comment", enter_to_submit=False):
+        quoted = quoting.quotes(review["id"])
+        # with quoted points the box is smaller and unlabelled: Send stays in view at 1280x800
         text = st.text_area(
             "Points for the next revision, one per line",
             key="decision-comment",
-            height=140,
-            placeholder="Mention the Moon.\nSay why there are two high tides a day.",
+            height=68 if quoted else 120,
+            placeholder="More points, one per line"
+            if quoted
+            else "Mention the Moon.\nSay why there are two high tides a day.",
+            label_visibility="collapsed" if quoted else "visible",
         )
-        lesson = st.checkbox(
-            "Also keep this as a lesson for similar future tasks", key="decision-lesson"
+        written = quoting.form_fields(review["id"])
+        with st.expander("Keep as a lesson"):
+            lesson = st.checkbox(
+                "Also keep this as a lesson for similar future tasks", key="decision-lesson"
+            )
+            scope = st.text_input(
+                "Lesson scope: 'global' or a tag runs opt into",
+                value="global",
+                key="decision-scope",
+            )
+        submitted = _submit("Send comment", kind="primary")
+        dropped = bool(quoted) and st.form_submit_button(
+            "Drop the quoted lines", key="decision-drop-quotes"
         )
-        scope = st.text_input(
-            "Lesson scope: 'global' or a tag runs opt into", value="global", key="decision-scope"
-        )
-        submitted = st.form_submit_button("Send comment", type="primary", key="decision-submit")
+    if mode.current(get_client()) == "demo":  # so the next round's shape is no surprise
+        st.caption(mode.DEMO_POINTS)  # under the form: Send stays in view at 1280x800
+    if dropped:
+        quoting.drop(review["id"])
+        st.rerun()
     if not submitted:
         return
-    points = comment_points(text)
+    unsaid = [n for n, (_, said) in enumerate(written, start=1) if not said.strip()]
+    if unsaid:
+        st.error(
+            "Say what should change where you quoted the output "
+            f"(quote {', '.join(map(str, unsaid))}), or drop the quoted lines."
+        )
+        return
+    points = comment_points(text) + [quoted_point(picked, said) for picked, said in written]
     if not points:
         st.error("A comment needs at least one point: write one per line.")
         return
     _send(
         review,
         "comment",
-        comment=text.strip(),
+        comment="\n".join(points) if quoted else text.strip(),
         points=points,
         lesson=lesson,
         lesson_scope=scope.strip() or "global",
@@ -473,7 +561,7 @@ def _comment_form(review: dict[str, Any]) -> None:
 def _approve_form(review: dict[str, Any]) -> None:
     with st.form("decision-form-approve"):
         st.markdown("The current output becomes final and the run ends as succeeded.")
-        submitted = st.form_submit_button("Approve", type="primary", key="decision-submit")
+        submitted = _submit("Approve", kind="primary")
     if submitted:
         _send(review, "approve")
 
@@ -490,7 +578,7 @@ def _edit_form(review: dict[str, Any]) -> None:
         finish = st.checkbox(
             "Finish with it (otherwise the Critic checks it next)", key="decision-finish"
         )
-        submitted = st.form_submit_button("Save edit", type="primary", key="decision-submit")
+        submitted = _submit("Save edit", kind="primary")
     if not submitted:
         return
     if not output.strip():
@@ -521,7 +609,7 @@ def _reject_form(review: dict[str, Any]) -> None:
             key="decision-reason",
             height=100,
         )
-        submitted = st.form_submit_button("Reject…", key="decision-submit")
+        submitted = _submit("Reject…")
     if not submitted:
         return
     if not reason.strip():
@@ -534,7 +622,7 @@ def _reject_form(review: dict[str, Any]) -> None:
 def _retry_form(review: dict[str, Any]) -> None:
     with st.form("decision-form-retry"):
         rounds = st.number_input("More rounds", 1, 10, 1, key="decision-rounds")
-        submitted = st.form_submit_button("Retry", type="primary", key="decision-submit")
+        submitted = _submit("Retry", kind="primary")
     if submitted:
         _send(review, "retry", rounds=int(rounds))
 
@@ -551,10 +639,9 @@ FORMS = {
 def _decision_panel(review: dict[str, Any]) -> None:
     st.session_state.setdefault(f"idem-{review['id']}", new_idempotency_key())
     with st.container(border=True, key="decision-panel"):
-        st.subheader("Decision")
         actions = ACTIONS.get(review["kind"], ACTIONS["pre_critique"])
         action = st.radio(
-            "Action",
+            "Decision",
             actions,
             horizontal=True,
             key="decision-action",
@@ -597,7 +684,99 @@ def _raw(review: dict[str, Any]) -> None:
         st.json({"context": review.get("context") or {}, "decision": decision}, expanded=False)
 
 
+# ---------------------------------------------------------------- what became of the points
+def _outcome_cards(review: dict[str, Any], run: dict[str, Any] | None) -> bool:
+    """Per point: the Actor's answer and the Critic's check, each linking to its round. True
+    when every point is checked or the run has stopped (nothing more will come)."""
+    decision = review.get("decision") or {}
+    points = [str(p) for p in decision.get("points") or []]
+    rounds = (run or {}).get("rounds") or []
+    status = str((run or {}).get("status") or "")
+    outcomes = point_outcomes(points, int(review["round"]), rounds)
+    st.subheader("What became of your points")
+    if run is not None:
+        latest = max((int(r.get("number") or 0) for r in rounds), default=0)
+        st.markdown(
+            f"Run {md_literal(run['id'])}: **{md_literal(status.replace('_', ' '))}**, "
+            f"round {latest}."
+        )
+    for n, outcome in enumerate(outcomes, start=1):
+        with st.container(border=True, key=f"outcome-{n}"):
+            st.markdown(f"**Point {n}**")
+            st.text(outcome["point"])
+            st.text(answer_words(outcome))
+            st.text(check_words(outcome))
+            shown = sorted({r for r in (outcome["answered_in"], outcome["checked_in"]) if r})
+            for number in shown:
+                st.page_link(
+                    "views/runs.py",
+                    label=f"Round {number} in the run's timeline",
+                    query_params={"run": review["run_id"], "round": str(number)},
+                )
+    checked = all(o["satisfied"] is not None for o in outcomes)
+    return checked or status in TERMINAL or run is None
+
+
+@st.fragment(run_every=2)
+def _follow(review: dict[str, Any]) -> None:
+    """The run's progress after the comment, read again every 2 s until every point is
+    checked or the run stops; then the whole page reruns once, without the timer."""
+    try:
+        run = get_client().get_run(review["run_id"])
+    except ApiError as exc:
+        st.warning(f"Could not read the run: {md_literal(friendly_detail(exc.detail))}")
+        return
+    if _outcome_cards(review, run):
+        st.session_state[f"followed-{review['id']}"] = True
+        st.rerun()
+
+
+def _outcomes(review: dict[str, Any], run: dict[str, Any] | None) -> None:
+    if not (review.get("decision") or {}).get("points"):
+        return
+    with st.container(key="point-outcomes"):
+        if st.session_state.get(f"followed-{review['id']}") or _outcome_cards_done(review, run):
+            _outcome_cards(review, run)
+        else:
+            _follow(review)
+
+
+def _outcome_cards_done(review: dict[str, Any], run: dict[str, Any] | None) -> bool:
+    points = [str(p) for p in (review.get("decision") or {}).get("points") or []]
+    outcomes = point_outcomes(points, int(review["round"]), (run or {}).get("rounds") or [])
+    status = str((run or {}).get("status") or "")
+    return run is None or status in TERMINAL or all(o["satisfied"] is not None for o in outcomes)
+
+
+def _go(review_id: str | None) -> None:
+    if review_id:
+        st.session_state["review_id"] = review_id
+        st.query_params["review"] = review_id
+        st.rerun()
+
+
+def _queue_bar(client: Any, review_id: str) -> None:
+    """Back to the queue, and the queue's previous and next item (with their shortcuts)."""
+    # a row of buttons as wide as their labels and shortcuts, wrapping when they do not fit
+    row = st.container(horizontal=True, horizontal_alignment="right", key="queue-bar")
+    if row.button("Queue", key="go-queue", shortcut=SHORTCUTS["queue"]):
+        st.switch_page("views/queue.py")
+    try:
+        items = queue_items(client)
+    except ApiError:
+        items = []
+    before, after = neighbour(items, review_id, -1), neighbour(items, review_id, 1)
+    if row.button(
+        "Previous", key="go-previous", disabled=before is None, shortcut=SHORTCUTS["previous"]
+    ):
+        _go(before)
+    if row.button("Next", key="go-next", disabled=after is None, shortcut=SHORTCUTS["next"]):
+        _go(after)
+
+
 # ---------------------------------------------------------------- the page
+# Streamlit's 6rem above the title would push the Send button below a 800 px window
+st.html("<style>[data-testid='stMainBlockContainer'] { padding-top: 2.5rem; }</style>")
 st.title("Review")
 if requested := st.query_params.get("review"):  # a link from the queue, or a shared URL
     st.session_state["review_id"] = requested
@@ -608,10 +787,7 @@ if not review_id:
     st.stop()
 if st.query_params.get("review") != review_id:
     st.query_params["review"] = review_id  # the address bar is a link to this item
-
-done = st.session_state.get("last_decision")
-if done and done.get("review_id") == review_id:
-    st.success(md_literal(decision_banner(done)))
+st.session_state["review-active-at"] = time.time()  # a full rerun: the reviewer did something
 
 client = get_client()
 try:
@@ -629,21 +805,30 @@ except ApiError:
 
 ctx = review.get("context") or {}
 holder = _holds(review)
-st.markdown(
-    f"**{md_literal(KIND_LABEL.get(review['kind'], review['kind']))}**"
+# the buttons show their labels and shortcuts at 1280 px
+head, nav = st.columns([5, 4], vertical_alignment="center")
+head.markdown(
+    f"**{md_literal(kind_words(review))}**"
     f" · status **{md_literal(review['status'])}** · round {md_literal(review['round'])}"
     f" · run {md_literal(review['run_id'])}"
-    + (f"  \nWhy it waits: {md_literal(review['reason'])}" if review.get("reason") else "")
+    + (f"  \nWhy it waits: {md_literal(why_words(review))}." if review.get("reason") else "")
 )
-st.page_link("views/queue.py", label="Back to the queue")
+with nav:
+    _queue_bar(client, review_id)
 
-bar = st.columns([5, 1, 1])
+done = st.session_state.get("last_decision")
+if done and done.get("review_id") == review_id:
+    st.success(md_literal(decision_banner(done)))
+if review["status"] == "resolved":
+    _outcomes(review, run)
+
+bar = st.columns([4, 1, 1.4])
 if review["status"] == "pending":
     bar[0].info(
         "Nobody holds this item. Claim this item to decide it: the claim keeps other "
-        "reviewers off it meanwhile."
+        f"reviewers off it meanwhile ({SHORTCUTS['claim']})."
     )
-    if bar[1].button("Claim", key="review-claim", type="primary"):
+    if bar[1].button("Claim", key="review-claim", type="primary", shortcut=SHORTCUTS["claim"]):
         try:
             _remember_claim(client.claim(review_id))
         except ApiError as exc:
@@ -653,14 +838,19 @@ if review["status"] == "pending":
             st.rerun()
 elif review["status"] == "claimed" and holder:
     with bar[0]:
-        lease(review.get("lease_expires_at"))
+        lease(review_id, review.get("lease_expires_at"))
     if bar[1].button("Renew", key="renew", help="Hold it 5 more minutes"):
         try:
             _remember_claim(client.claim(review_id))
             st.rerun()
         except ApiError as exc:
             st.error(f"Could not renew: {md_literal(friendly_detail(exc.detail))}")
-    if bar[2].button("Release", key="release", help="Give it back to the queue"):
+    if bar[2].button(
+        "Release",
+        key="release",
+        help=f"Give it back to the queue ({SHORTCUTS['release']})",
+        shortcut=SHORTCUTS["release"],
+    ):
         try:
             client.release(review_id)
         except ApiError as exc:
@@ -675,13 +865,13 @@ elif review["status"] == "claimed":
         "you can read it; only they can decide it until they decide or release it."
     )
 
-st.subheader("Task")
-st.text(ctx.get("task") or review["task"])
-
+# the task and the output left, the decision at the top right: both show at 1280x800
 left, right = st.columns([3, 2], gap="medium")
 critiques = {int(c.get("round") or 0): c for c in ctx.get("critiques") or []}
 with left:
-    _output(review, run)
+    st.subheader("Task")
+    st.text(ctx.get("task") or review["task"])
+    _output(review, run, pick=holder)
 with right:
     if holder:
         _decision_panel(review)

@@ -10,9 +10,17 @@ from typing import Any
 
 import streamlit as st
 
-from console import evidence
+from console import events, evidence
 from console.client import ApiError, get_client
-from console.view import marked_output, md_literal, parse_time, short_id
+from console.view import (
+    answer_words,
+    check_words,
+    marked_output,
+    md_literal,
+    parse_time,
+    round_points,
+    short_id,
+)
 from shared.orchestration import RunStatus
 
 STATUSES = ["", *(s.value for s in RunStatus)]
@@ -162,7 +170,73 @@ def _decisions(client, run_id: str) -> dict[int, list[dict[str, Any]]]:
     return out
 
 
-def timeline(client, run: dict[str, Any]) -> None:
+EVENTS_PAGE = 500
+EVENT_PAGES = 10  # a run's first 5000 events; far more than a run of many rounds writes
+EVENT_COLUMNS = {
+    "when": st.column_config.DatetimeColumn("When", width=90, format="HH:mm:ss"),
+    "event": st.column_config.TextColumn("Event", width=300),
+    "detail": st.column_config.TextColumn("Detail", width=340),
+}
+
+
+def _run_events(client, run_id: str) -> list[dict[str, Any]] | ApiError:
+    """The run's events, oldest first, or why they could not be read."""
+    found: list[dict[str, Any]] = []
+    since = 0
+    try:
+        for _ in range(EVENT_PAGES):
+            page = client.events(since=since, limit=EVENTS_PAGE, run_id=run_id)
+            found.extend(page)
+            if len(page) < EVENTS_PAGE:
+                break
+            since = int(page[-1]["seq"])
+    except ApiError as exc:
+        return exc
+    return found
+
+
+def _events(found: list[dict[str, Any]] | ApiError) -> None:
+    """Every event of the run in words: peer retries (``critic 504, retry 2/3 in 4 s``),
+    statuses, outputs, evaluations, critiques, review items."""
+    if isinstance(found, ApiError):
+        st.caption(f"Could not read this run's events: {md_literal(found.detail)}")
+        return
+    if not found:
+        return
+    retried = events.retries(found)
+    label = f"Events ({len(found)}" + (
+        f", {retried} peer {'retry' if retried == 1 else 'retries'})" if retried else ")"
+    )
+    with st.expander(label):
+        rows = []
+        for event in found:
+            what, detail = events.event_words(event)
+            rows.append(
+                {"when": parse_time(event.get("created_at")), "event": what, "detail": detail}
+            )
+        st.dataframe(
+            rows,
+            column_config=EVENT_COLUMNS,
+            column_order=list(EVENT_COLUMNS),
+            hide_index=True,
+            key="run-events",
+        )
+
+
+def _points(rnd: dict[str, Any]) -> None:
+    """The reviewer's points this round answered: the Actor's answer, the Critic's check."""
+    outcomes = round_points(rnd)
+    if not outcomes:
+        return
+    st.markdown("**Reviewer points**")
+    for n, outcome in enumerate(outcomes, start=1):
+        with st.container(border=True, key=f"run-point-{rnd['number']}-{n}"):
+            st.text(f"{n}. {outcome['point']}")
+            st.text(answer_words(outcome))
+            st.text(check_words(outcome))
+
+
+def timeline(client, run: dict[str, Any], focus: int | None = None) -> None:
     code = run.get("kind") == "code"
     facts = [f"**{md_literal(run['status'])}**"]
     if run.get("stop_reason"):
@@ -173,12 +247,17 @@ def timeline(client, run: dict[str, Any]) -> None:
         facts.append(f"error class {md_literal(run['error_class'])}")
     facts.append(f"tokens {run.get('input_tokens') or 0} in / {run.get('output_tokens') or 0} out")
     facts.append(f"cost {_money(run.get('cost_usd'))}")
+    found = _run_events(client, run["id"])
+    retried = 0 if isinstance(found, ApiError) else events.retries(found)
+    if retried:
+        facts.append(f"{retried} peer {'retry' if retried == 1 else 'retries'}")
     st.subheader("Timeline")
     st.code(run["id"], language=None)
     st.markdown(" · ".join(facts))
     if run.get("detail"):
         st.text(str(run["detail"]))
     st.text(run["task"])
+    _events(found)
     reflections: dict[int, list[dict[str, Any]]] = {}
     for r in run.get("reflections") or []:
         reflections.setdefault(int(r.get("round") or 0), []).append(r)
@@ -189,7 +268,8 @@ def timeline(client, run: dict[str, Any]) -> None:
     for i, rnd in enumerate(rounds):
         number = int(rnd["number"])
         said = decisions.get(number, [])
-        with st.expander(_round_title(rnd, said), expanded=i == len(rounds) - 1):
+        wanted = number == focus if focus is not None else i == len(rounds) - 1
+        with st.expander(_round_title(rnd, said), expanded=wanted):
             if rnd.get("provenance") == "human":
                 edit = rnd.get("review") or {}
                 by = md_literal(edit.get("edited_by") or "a reviewer")
@@ -206,6 +286,7 @@ def timeline(client, run: dict[str, Any]) -> None:
                 _evaluation(rnd["evaluation"], key=f"run-eval-{number}")
             if rnd.get("critique"):
                 _critique(rnd["critique"], key=f"run-issues-{number}")
+            _points(rnd)
             for r in reflections.get(number, []):
                 who = "human" if r.get("source") == "human" else str(r.get("source"))
                 st.markdown(
@@ -277,4 +358,5 @@ try:
 except ApiError as exc:
     st.error(f"Could not load run {md_literal(run_id)}: {md_literal(exc.detail)}")
     st.stop()
-timeline(client, run)
+focus = st.query_params.get("round")  # the Review page links a round
+timeline(client, run, int(focus) if focus and focus.isdigit() and not rows else None)

@@ -15,6 +15,8 @@ from shared.orchestration import (
     ClaimRequest,
     DecisionRequest,
     DecisionResult,
+    JudgementPublic,
+    JudgementsRequest,
     LessonPublic,
     ReviewKind,
     ReviewPage,
@@ -101,6 +103,16 @@ async def decide_review(
     if resume is not None:
         await start_segment(resume.run_id, resume.segment, resume.round, resume.stage)
     return result
+
+
+@router.post("/{review_id}/judgements", response_model=list[JudgementPublic])
+async def judge_critic(
+    review_id: str, body: JudgementsRequest, reviewer: Reviewer, request: Request
+) -> list[JudgementPublic]:
+    """Agree with or dismiss (with a reason) the Critic's issues on an item you hold or
+    decided (admins: any); returns every judgement of the item."""
+    db: Database = request.app.state.db
+    return await db.run(lambda s: service.judge(s, reviewer, review_id, body))
 
 
 lessons_router = APIRouter(prefix="/v1/lessons", tags=["lessons"])

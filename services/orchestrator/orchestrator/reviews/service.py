@@ -8,6 +8,7 @@ write already goes through one thread.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from orchestrator.auth.service import Principal
 from orchestrator.engine import records, settled
 from orchestrator.engine.policy import Stop, output_hash
 from orchestrator.events.repository import append_event
+from orchestrator.reviews import judgements
 from orchestrator.reviews.lessons import promote
 from orchestrator.runs.service import parse_cursor
 from orchestrator.tables import Reflection, ReviewItem, Round, Run, utcnow
@@ -29,6 +31,8 @@ from shared.orchestration import (
     DecisionAction,
     DecisionRequest,
     DecisionResult,
+    JudgementPublic,
+    JudgementsRequest,
     Policy,
     ReviewKind,
     ReviewPage,
@@ -176,7 +180,24 @@ class ReviewService:
             **summary.model_dump(),
             context=self._context(session, item, run),
             decision=item.decision,
+            judgements=judgements.listed(session, item.id),
         )
+
+    def judge(
+        self, session: Session, principal: Principal, review_id: str, body: JudgementsRequest
+    ) -> builtins.list[JudgementPublic]:
+        """Agree with or dismiss the Critic's issues on an item, before or after deciding."""
+        item = self._load(session, review_id, lock=True)
+        claimed = effective_status(item, utcnow()) is ReviewStatus.claimed
+        judgements.may_judge(item, principal, claimed)
+        judgements.record(session, principal, item, body.judgements)
+        append_event(
+            session,
+            item.run_id,
+            "review.judged",
+            {"review_id": item.id, "by": principal.id, "issues": len(body.judgements)},
+        )
+        return judgements.listed(session, item.id)
 
     def claim(
         self, session: Session, principal: Principal, review_id: str, lease_s: int
@@ -297,6 +318,8 @@ class ReviewService:
         run = records.load_run(session, item.run_id)
         if run.status != RunStatus.awaiting_review.value and item.kind == "pre_critique":
             raise Conflict(f"run {run.id} is no longer waiting for this review ({run.status})")
+        if decision.critic_judgements:
+            judgements.record(session, principal, item, decision.critic_judgements)
         author = principal.name
         resume: Resume | None = None
         lesson_id: str | None = None

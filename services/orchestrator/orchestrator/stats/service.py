@@ -18,12 +18,14 @@ from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from orchestrator.engine import settled
+from orchestrator.reviews import judgements
 from orchestrator.tables import ModelCall, ReviewItem, Round, Run, utcnow
 from shared.errors import BadRequest
 from shared.orchestration import (
     ADOPTION_BAND,
     FINAL_STATUSES,
     AgreementStats,
+    IssueAgreementStats,
     ProviderStats,
     ReviewStatus,
     RoundsBucket,
@@ -182,6 +184,7 @@ class StatsService:
             tally[1] += int(bool(agreed))
         decided.close()
 
+        by_issue = judgements.agreement(session, recent)
         reflection = self._reflection(session, recent)
         guarded = self._over_corrections(session, recent)
         adoption = round(float(mean), 6) if samples else None
@@ -214,6 +217,18 @@ class StatsService:
                     rate=round(agreed / total, 4),
                 )
                 for (provider, profile), (total, agreed) in sorted(agreement.items())
+            ],
+            critic_issue_agreement=[
+                IssueAgreementStats(
+                    profile=profile,
+                    error_type=error_type,
+                    dimension=dimension,
+                    judged=total,
+                    agreed=agreed,
+                    dismissed=total - agreed,
+                    rate=round(agreed / total, 4),
+                )
+                for (profile, error_type, dimension), (total, agreed) in sorted(by_issue.items())
             ],
         )
 
