@@ -4,7 +4,7 @@
 install:        ## install uv, system packages and the locked Python environment
 	scripts/bootstrap.sh --dev
 
-# `run` starts the venv's `crosscheck up` without `uv run`, which would install the dev tools.
+# `run` starts the venv's `crosscheck up` directly (bootstrap.sh has just synced the venv).
 # scripts/up.py sits between make and it: make passes SIGTERM on to its child, so a SIGTERM to
 # the process group would otherwise reach `crosscheck up` twice (the second skips the grace).
 run:            ## install what is missing, then start every service (Ctrl-C stops all)
@@ -32,4 +32,4 @@ pytest:         ## only the tests (after `make install`)
 # The figures are kept in var/bench/results.json; bench/REPORT.md and its PNGs are made from them
 # (`uv run --frozen python -m bench.report` re-renders the report without running anything).
 bench:          ## benchmarks, then one report: bench/REPORT.md with PNG plots beside it
-	uv run --frozen --group bench python -m bench
+	uv run --frozen --group dev --group bench python -m bench

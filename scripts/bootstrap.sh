@@ -55,9 +55,9 @@ fi
 # --- the Python environment, exactly as locked
 log "syncing the Python environment (.venv) from uv.lock"
 if ((DEV)); then
-  uv sync --frozen --all-packages --all-extras --quiet
+  uv sync --frozen --all-packages --all-extras --group dev --quiet
 else
   # --inexact: no dev tool is installed, and one already there (from `make test`) stays
-  uv sync --frozen --all-packages --all-extras --no-dev --inexact --quiet
+  uv sync --frozen --all-packages --all-extras --inexact --quiet
 fi
 log "ready"

@@ -109,6 +109,17 @@ class TestArguments:
         assert result.exit_code == 2
         assert "entry_point" in result.output
 
+    def test_the_password_prompt_says_its_rules_and_a_short_one_is_refused(self):
+        result = CliRunner().invoke(
+            app,
+            ["reviewer", "add", "ada", "--url", "http://127.0.0.1:1", "--token", "t" * 20],
+            input="short\nshort\n",
+        )
+        assert "Password (12 to 200 characters):" in result.output
+        assert result.exit_code == 2, result.output
+        assert "at least 12 characters" in flat(result.output)
+        assert "Traceback" not in result.output
+
 
 class TestSettings:
     def test_no_token_anywhere_is_a_clear_error(self, tmp_path, monkeypatch):

@@ -147,6 +147,25 @@ def wait_finished(api: httpx.Client, run_ids: list[str], timeout_s: float = 90) 
     raise AssertionError(f"runs still going: {[(r['id'], r['status']) for r in runs]}")
 
 
+def test_the_banner_fits_80_columns_whole_and_its_commands_work_as_printed(platform):
+    """Not a terminal, so rich lays the banner out at 80 columns: every URL is whole, nothing is
+    cut with an ellipsis, and the commands it suggests run from the folder it started in."""
+    out = (platform.workdir / "up.out").read_text()
+    banner = out[out.index("Crosscheck is up") : out.index("Press Ctrl-C")]
+    assert "…" not in banner, banner
+    assert max(len(line) for line in banner.splitlines()) <= 80, banner
+    for name in (*VICTIMS, "research"):  # every service of the demo
+        assert f"http://127.0.0.1:{platform.env[f'{name.upper()}_PORT']}" in banner, name
+    commands = [line.strip() for line in banner.splitlines() if line.startswith("  ")]
+    status = next(command for command in commands if command.endswith(" status"))
+    assert status in {"crosscheck status", "uv run crosscheck status"}, commands
+    done = subprocess.run(
+        status.split(), cwd=platform.workdir, env=platform.env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr  # every service healthy
+    assert "orchestrator" in done.stdout
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_kill_9_of_any_one_service_heals_and_no_finished_call_is_billed_twice(platform):

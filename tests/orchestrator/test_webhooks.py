@@ -313,6 +313,7 @@ async def test_a_callback_url_hears_that_run_and_a_subscription_only_its_events(
         other.stop()
 
 
+@pytest.mark.sqlite_only  # a validation: the database plays no part
 async def test_bad_input_is_a_422_naming_the_field_and_non_admins_get_403(api):
     async def refused(path: str, body: dict, field: str) -> dict:
         response = await api.post(path, json=body)

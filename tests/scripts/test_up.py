@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -49,7 +50,10 @@ def test_make_run_installs_no_dev_tools_and_starts_the_venv_entry_point():
         if line.strip().startswith("uv sync")
     ]
     assert len(syncs) == 2  # with --dev, and without
-    assert sum("--no-dev" in line for line in syncs) == 1
+    assert sum("--group dev" in line for line in syncs) == 1
+    # and a bare `uv run` (the README's hints) syncs no group either
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert pyproject["tool"]["uv"]["default-groups"] == []
 
 
 def wait_for(path: Path, prefix: str, timeout_s: float = 15.0) -> str:

@@ -9,6 +9,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 import httpx
 from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 SHUTDOWN_S = 60.0  # an app's shutdown takes well under a second; past this it is stuck
 
@@ -48,7 +49,7 @@ async def serving(app: FastAPI, token: str | None = None) -> AsyncIterator[httpx
 
 
 @asynccontextmanager
-async def uvicorn_serving(app: FastAPI) -> AsyncIterator[str]:
+async def uvicorn_serving(app: FastAPI | ASGIApp) -> AsyncIterator[str]:
     """Serve ``app`` with uvicorn on a free loopback port, on the test's own event loop."""
     import asyncio
 

@@ -22,6 +22,7 @@ from orchestrator.auth.service import TOKENS_CHANNEL, PrincipalCache, TokenServi
 from orchestrator.auth.throttle import LoginThrottle, TooManyRequests
 from orchestrator.cluster.replicas import Cluster, connection_kwargs
 from orchestrator.cluster.router import router as cluster_router
+from orchestrator.datasets.router import router as datasets_router
 from orchestrator.db import (
     Database,
     create_db_engine,
@@ -208,7 +209,13 @@ def create_app(
         worker = DeliveryWorker(
             settings, db, webhook_box, webhook_guard, transport=webhook_transport
         )
-        outbox.install(engine, callbacks=settings.webhook_secret is not None, wake=worker.wake)
+        outbox.install(
+            engine,
+            callbacks=settings.webhook_secret is not None,
+            wake=worker.wake,
+            channels=len(settings.notify_channel_urls),
+            notify_events=settings.notify_event_set,
+        )
         settled.install(engine, metrics)
         listener: asyncio.Task[None] | None = None
         if cluster is not None:
@@ -294,10 +301,20 @@ def create_app(
         return None
 
     def info() -> ServiceInfo:
-        return ServiceInfo(service="orchestrator", role="orchestrator", version="0.1.0")
+        return ServiceInfo(
+            service="orchestrator",
+            role="orchestrator",
+            version="0.1.0",
+            demo=settings.models == "demo",
+            model_mode=settings.models,
+        )
 
     app = build_service_app(
-        title="Crosscheck Orchestrator", info=info, lifespan=lifespan, ready=ready
+        title="Crosscheck Orchestrator",
+        info=info,
+        lifespan=lifespan,
+        ready=ready,
+        honours_deadline=False,  # it sets the deadlines: one per step, not per API call
     )
     app.state.engine = engine
 
@@ -329,6 +346,7 @@ def create_app(
     app.include_router(tokens_router)
     app.include_router(accounts_router)
     app.include_router(stats_router)
+    app.include_router(datasets_router)
     app.include_router(cluster_router)
     app.include_router(webhooks_router)
     app.include_router(knowledge_router)

@@ -12,8 +12,10 @@ from pydantic_settings import SettingsConfigDict
 from orchestrator.evaluators.patterns import PatternLimits
 from orchestrator.evaluators.pool import PoolConfig
 from orchestrator.evaluators.schema import SchemaLimits
+from orchestrator.webhooks.notify import notify_channels
 from orchestrator.webhooks.targets import AllowList
-from shared.orchestration import webhook_secret_bytes
+from shared.contracts import MODEL_MODES, ModelMode
+from shared.orchestration import WebhookEvent, webhook_secret_bytes
 from shared.settings import MIN_TOKEN_CHARS, WEAK_TOKENS, ServiceSettings
 
 
@@ -33,6 +35,12 @@ class OrchestratorSettings(ServiceSettings):
         default=None,
         validation_alias=AliasChoices("CROSSCHECK_ADMIN_TOKEN", "admin_token"),
         description="Bootstrap admin bearer token (stored hashed); mints the other tokens.",
+    )
+    models: ModelMode = Field(
+        default="providers",
+        description="What answers the model calls of the Actor and the Critic, as GET /v1/info "
+        "(model_mode) and the console say it (ORCHESTRATOR_MODELS): demo, local or providers. "
+        "`crosscheck up` sets it from its own mode; the orchestrator only reports it.",
     )
     actor_url: str = Field(
         default="http://127.0.0.1:8001", validation_alias=AliasChoices("ACTOR_URL", "actor_url")
@@ -99,7 +107,20 @@ class OrchestratorSettings(ServiceSettings):
         description="How long one research step may take (ORCHESTRATOR_RESEARCH_BUDGET_S); "
         "past it the round goes on without evidence, `degraded`.",
     )
-    peer_timeout_s: float = Field(default=300.0, gt=0)
+    step_budget_s: float = Field(
+        default=900.0,
+        gt=0,
+        le=86_400,
+        description="One deadline per step (ORCHESTRATOR_STEP_BUDGET_S): its peer calls, their "
+        "retries and the peers' own model calls all fit in it; a peer that runs out of it "
+        "answers BudgetExceeded, which is not retried.",
+    )
+    peer_timeout_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="The longest one attempt of a peer call may wait (ORCHESTRATOR_PEER_TIMEOUT_S)"
+        ", within the step's deadline.",
+    )
     peer_max_attempts: int = Field(default=6, ge=1, le=50)
     peer_retry_initial_s: float = Field(default=0.5, ge=0)
     peer_retry_backoff: float = Field(default=2.0, ge=1)
@@ -232,6 +253,27 @@ class OrchestratorSettings(ServiceSettings):
         "and before a delivery (then it is retried).",
     )
 
+    # Notifications (Apprise) on the webhook outbox: see orchestrator/webhooks/notify.py
+    notify_urls: SecretStr | None = Field(
+        default=None,
+        description="Where escalations and review items reach people: Apprise URLs "
+        "(slack://..., msteams://..., mailtos://..., matrix://..., json://host/path and the "
+        "rest of Apprise's list), separated by spaces or commas; each is a channel. They carry "
+        "credentials: kept out of the database, logs and responses. Operator-set, so not "
+        "checked against ORCHESTRATOR_WEBHOOK_ALLOW_HOSTS. Unset: no notifications.",
+    )
+    notify_events: str = Field(
+        default="run.escalated,review.created",
+        max_length=200,
+        description="Comma-separated events that notify every channel: run.escalated, "
+        "review.created, review.decided, run.finished.",
+    )
+    notify_console_url: str = Field(
+        default="http://127.0.0.1:8501",
+        max_length=300,
+        description="The reviewer console's address, for the links in notifications.",
+    )
+
     # JSON schemas of runs (json_schema): limits at creation, and the evaluation workers
     schema_max_bytes: int = Field(
         default=65_536,
@@ -346,6 +388,34 @@ class OrchestratorSettings(ServiceSettings):
                 ) from None
         return value
 
+    @field_validator("notify_urls")
+    @classmethod
+    def _notify_urls_parse(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            notify_channels(value.get_secret_value())  # raises naming the channel's number
+        return value
+
+    @field_validator("notify_events")
+    @classmethod
+    def _notify_events_known(cls, value: str) -> str:
+        known = {event.value for event in WebhookEvent}
+        for name in (part.strip() for part in value.split(",") if part.strip()):
+            if name not in known:
+                raise ValueError(
+                    f"ORCHESTRATOR_NOTIFY_EVENTS: unknown event {name!r} "
+                    f"(known: {', '.join(sorted(known))})"
+                )
+        return value
+
+    @property
+    def notify_channel_urls(self) -> list[str]:
+        urls = self.notify_urls
+        return notify_channels(urls.get_secret_value()) if urls is not None else []
+
+    @property
+    def notify_event_set(self) -> frozenset[str]:
+        return frozenset(part.strip() for part in self.notify_events.split(",") if part.strip())
+
     @field_validator("webhook_allow_hosts")
     @classmethod
     def _allow_hosts_parse(cls, value: str) -> str:
@@ -355,6 +425,19 @@ class OrchestratorSettings(ServiceSettings):
     @property
     def webhook_allow_list(self) -> AllowList:
         return AllowList.parse(self.webhook_allow_hosts)
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _known_models(cls, value: object) -> object:
+        mode = value.strip().lower() if isinstance(value, str) else value
+        if mode not in MODEL_MODES:
+            raise ValueError(
+                f"ORCHESTRATOR_MODELS must be one of {', '.join(MODEL_MODES)} "
+                f"(got {str(value)[:40]!r}): "
+                "demo is the scripted fake model, local a small model on this machine, "
+                "providers the real provider APIs"
+            )
+        return mode
 
     @field_validator("executor_id")
     @classmethod

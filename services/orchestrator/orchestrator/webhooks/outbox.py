@@ -4,7 +4,8 @@
 webhook is queued if and only if its event commits. The hot path stays cheap: subscriptions
 are read once per ``SUBSCRIPTION_CACHE_S`` per process (a subscription created or deleted in
 this process applies at once; one made through another replica within that time), and a
-run with no subscriber and no ``callback_url`` writes nothing. After the commit the delivery
+run with no subscriber, no ``callback_url`` and no notification channel for the event writes
+nothing. After the commit the delivery
 worker of this process is woken; other replicas' workers find the rows by polling.
 """
 
@@ -27,6 +28,7 @@ from sqlmodel import Session
 
 from orchestrator.tables import ReviewItem, Run, WebhookDelivery, WebhookSubscription, table_of
 from orchestrator.tables import utcnow as _utcnow
+from orchestrator.webhooks import notify
 from shared.orchestration import DeliveryStatus, WebhookEvent
 
 SUBSCRIPTION_CACHE_S = 2.0
@@ -47,6 +49,8 @@ class Target:
 class _State:
     callbacks: bool
     wake: Callable[[], None] | None
+    channels: int = 0  # notification channels (ORCHESTRATOR_NOTIFY_URLS), numbered from 1
+    notify_events: frozenset[str] = frozenset()
     lock: threading.Lock = field(default_factory=threading.Lock)
     fresh_until: float = 0.0
     targets: list[Target] = field(default_factory=list)
@@ -55,10 +59,20 @@ class _State:
 _states: weakref.WeakKeyDictionary[sa.Engine, _State] = weakref.WeakKeyDictionary()
 
 
-def install(engine: sa.Engine, *, callbacks: bool, wake: Callable[[], None] | None) -> None:
+def install(
+    engine: sa.Engine,
+    *,
+    callbacks: bool,
+    wake: Callable[[], None] | None,
+    channels: int = 0,
+    notify_events: frozenset[str] = frozenset(),
+) -> None:
     """Register this process's outbox for ``engine``: whether per-run callbacks can be
-    signed (a platform secret is set), and how to wake the delivery worker."""
-    _states[engine] = _State(callbacks=callbacks, wake=wake)
+    signed (a platform secret is set), how to wake the delivery worker, and how many
+    notification channels hear which events (``notify.py``)."""
+    _states[engine] = _State(
+        callbacks=callbacks, wake=wake, channels=channels, notify_events=notify_events
+    )
 
 
 def uninstall(engine: sa.Engine) -> None:
@@ -113,7 +127,10 @@ def _timestamp(moment: datetime) -> str:
 
 
 def destination(url: str) -> str:
-    """The receiver a URL reaches (scheme://host:port): in-flight requests are capped per one."""
+    """The receiver a URL reaches (scheme://host:port): in-flight requests are capped per one.
+    A notification channel is its own receiver."""
+    if notify.channel_number(url) is not None:
+        return url
     parts = urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     return f"{parts.scheme}://{parts.hostname}:{port}"[:300]
@@ -132,6 +149,9 @@ def enqueue(session: Session, run: Run, kind: WebhookEvent, data: dict[str, Any]
     ]
     if run.callback_url:
         destinations.append((None, run.callback_url))
+    state = _state(session)
+    if state is not None and kind.value in state.notify_events:
+        destinations += [(None, notify.channel_url(n)) for n in range(1, state.channels + 1)]
     if not destinations:
         return 0
     now = _utcnow()
@@ -160,7 +180,6 @@ def enqueue(session: Session, run: Run, kind: WebhookEvent, data: dict[str, Any]
             for subscription, url in destinations
         ],
     )
-    state = _state(session)
     if state is not None and state.wake is not None:
         event.listen(session, "after_commit", _waker(state.wake), once=True)
     return len(destinations)
