@@ -162,10 +162,11 @@ def decision_beside_output(page: Page) -> None:
 
 
 def comment_from_the_queue(
-    page: Page, review_id: str, first_line: str, shot: Callable[[Page, str], None]
-) -> Page:
+    page: Page, review_id: str, next_id: str, first_line: str, shot: Callable[[Page, str], None]
+) -> None:
     """Queue to a submitted comment: select the row, claim by key, select the output's first
-    line (a point quoting it starts in the comment form), say what should change, send."""
+    line (a point quoting it starts in the comment form), say what should change, send and
+    open the next item by key."""
     done = Clicks()
     started = time.monotonic()
     open_by_selecting_the_row(page, review_id, done)
@@ -190,16 +191,17 @@ def comment_from_the_queue(
     page.set_viewport_size({"width": WIDTH, "height": 800})
     shot(page, "console-decide-1280x800.png")
     page.set_viewport_size({"width": WIDTH, "height": 1400})
-    done.click(lambda: page.locator(".st-key-decision-submit button").first.click())
-    expect(page.get_by_text("Your comment is recorded.")).to_be_visible(timeout=10_000)
+    page.keyboard.press("Control+Shift+Enter")  # send, and open the queue's next item
+    page.wait_for_url(f"**/review?review={next_id}*", timeout=15_000)
+    expect(page.get_by_text("Your comment is recorded.").first).to_be_visible(timeout=10_000)
     report(
-        f"\nqueue to a sent comment: {done.clicks} clicks, 1 key, {done.entries} text entry, "
-        f"{elapsed + time.monotonic() - started:.1f} s (screenshots aside)"
+        f"\nqueue to a sent comment and the next item: {done.clicks} clicks, 2 keys, "
+        f"{done.entries} text entry, {elapsed + time.monotonic() - started:.1f} s "
+        "(screenshots aside)"
     )
-    assert (done.clicks, done.entries) <= (3, 1)
-    expect(page.get_by_text("status resolved")).to_be_visible()
+    assert (done.clicks, done.entries) <= (2, 1)
+    expect(page.get_by_role("heading", name="Review", exact=True)).to_be_visible()
     idle(page)
-    return page
 
 
 # three browser windows through one whole review flow: 60-80 s alone on this 2-core machine,
@@ -259,37 +261,8 @@ def test_reviewers_in_the_browser(chromium: Path, platform: Platform, tmp_path: 
             # `crosscheck up` without keys: the orchestrator says demo, the sidebar shows it
             sidebar = page.locator('[data-testid="stSidebar"]')
             expect(sidebar.get_by_text("Models: demo (scripted fake model)")).to_be_visible()
-            # the README's walk-through: one critiqued round, then a person (an escalation)
-            response = platform.api.post(
-                "/v1/runs",
-                json={"task": task, "policy": {"max_rounds": 1, "review": "on_escalation"}},
-            )
-            assert response.status_code == 201, response.text
-            run_id = response.json()["id"]
-            wait_for_run(platform, run_id, lambda run: run["status"] == "escalated")
-            item = item_of(platform, run_id)
-            output = platform.api.get(f"/v1/reviews/{item['id']}").json()["context"]["output"]
-            first_line = output.split("\n")[0].strip()
-            point = f"On line 1, \u201c{first_line}\u201d: {COMMENT}"
-            expect(page.locator(".st-key-queue-table")).to_be_visible(timeout=LIVE_MS)
-            idle(page)
-            no_sideways_scroll(page, "the queue")
-            shot(page, "console-queue.png")
-
-            # ---- the timed flow: from the queue to a sent comment
-            reviewed = comment_from_the_queue(page, item["id"], first_line, shot)
-            # what became of the point: the run goes on, the page follows it
-            outcomes = reviewed.locator(".st-key-point-outcomes")
-            expect(outcomes.get_by_text("The Actor applied it in round 2")).to_be_visible(
-                timeout=30_000
-            )
-            expect(outcomes.get_by_text("The Critic found it applied in round 2")).to_be_visible(
-                timeout=30_000
-            )
-            no_sideways_scroll(reviewed, "a decided review")
-            shot(reviewed, "console-review.png")
-
-            # ---- a code task escalates with the Critic's quote spanning two lines
+            # ---- a code task escalates with the Critic's quote spanning two lines (first: the
+            # queue lists the newest first, so it is the item after the README's)
             platform.fake.script(
                 {"stage": "draft", "response": {"output": CODE, "uncertainties": []}},
                 {
@@ -329,6 +302,42 @@ def test_reviewers_in_the_browser(chromium: Path, platform: Platform, tmp_path: 
             wait_for_run(platform, code_run, lambda run: run["status"] == "escalated")
             code_item = item_of(platform, code_run)
             link = f"{base}/review?review={code_item['id']}"
+
+            # the README's walk-through: one critiqued round, then a person (an escalation)
+            response = platform.api.post(
+                "/v1/runs",
+                json={"task": task, "policy": {"max_rounds": 1, "review": "on_escalation"}},
+            )
+            assert response.status_code == 201, response.text
+            run_id = response.json()["id"]
+            wait_for_run(platform, run_id, lambda run: run["status"] == "escalated")
+            item = item_of(platform, run_id)
+            output = platform.api.get(f"/v1/reviews/{item['id']}").json()["context"]["output"]
+            first_line = output.split("\n")[0].strip()
+            point = f"On line 1, \u201c{first_line}\u201d: {COMMENT}"
+            # both escalations listed, live (no reload): the newest, the README's, first
+            expect(page.get_by_text("2 items: escalations first")).to_be_visible(timeout=LIVE_MS)
+            expect(page.locator(".st-key-queue-table")).to_be_visible()
+            idle(page)
+            no_sideways_scroll(page, "the queue")
+            shot(page, "console-queue.png")
+
+            # ---- the timed flow: from the queue to a sent comment, and on to the next item
+            comment_from_the_queue(page, item["id"], code_item["id"], first_line, shot)
+            # what became of the point: back on the first item (its link), the page follows
+            # the run and shows the Actor's answer and the Critic's check
+            reviewed = page
+            reviewed.goto(f"{base}/review?review={item['id']}")
+            expect(reviewed.get_by_text("status resolved")).to_be_visible()
+            outcomes = reviewed.locator(".st-key-point-outcomes")
+            expect(outcomes.get_by_text("The Actor applied it in round 2")).to_be_visible(
+                timeout=30_000
+            )
+            expect(outcomes.get_by_text("The Critic found it applied in round 2")).to_be_visible(
+                timeout=30_000
+            )
+            no_sideways_scroll(reviewed, "a decided review")
+            shot(reviewed, "console-review.png")
 
             # ---- a shared link in the same browser: logged in, on the item
             page.goto(link)
@@ -413,7 +422,9 @@ def test_reviewers_in_the_browser(chromium: Path, platform: Platform, tmp_path: 
             shot(other, "console-read-only.png")
 
             # ---- rita edits: the editor holds the output; the edit shows beside the original
-            page.locator(".st-key-decision-action").get_by_text("edit", exact=True).click()
+            # by key: an escalation's decisions are comment, retry, approve, edit, reject
+            page.locator('[data-testid="stMain"]').hover()
+            page.keyboard.press("Alt+4")
             editor = page.locator(".st-key-decision-output textarea")
             expect(editor).to_have_value(CODE)
             fixed = CODE.replace("return  -1", 'raise ValueError("days < 0")')

@@ -8,6 +8,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from console.client import ApiError
 from console.view import renew_due
 from tests.ui.fakes import FakeClient, review_item
 from tests.ui.test_app import all_text, assert_clean, make_app
@@ -151,6 +152,57 @@ class TestNextItem:
         assert at.session_state["review_id"] == "rev-2"
         assert at.query_params["review"] == "rev-2"
         assert at.button(key="go-next").disabled  # the last one
+
+    def test_send_and_open_next_decides_then_opens_the_next_item(self):
+        fake = FakeClient([review_item("rev-1"), review_item("rev-2"), review_item("rev-3")])
+        at = open_review(fake)
+        at.button(key="review-claim").click().run()
+        at.radio(key="decision-action").set_value("approve").run()
+        at.button(key="decision-submit-next").click().run()
+        assert_clean(at)
+        ((args, kwargs),) = fake.called("decide")
+        assert (args, kwargs["action"]) == (("rev-1",), "approve")
+        assert at.session_state["review_id"] == "rev-2"  # the next in the queue's order
+        assert at.query_params["review"] == "rev-2"
+        said = " ".join(t.value for t in at.toast)
+        assert "You approved the output." in said
+        assert "Opened the next item." in said
+
+    def test_send_and_open_next_on_the_last_item_stays_and_says_so(self):
+        fake = FakeClient([review_item("rev-1")])
+        at = open_review(fake)
+        at.button(key="review-claim").click().run()
+        at.radio(key="decision-action").set_value("approve").run()
+        at.button(key="decision-submit-next").click().run()
+        assert_clean(at)
+        assert len(fake.called("decide")) == 1
+        assert at.session_state["review_id"] == "rev-1"
+        assert "nothing else waiting" in " ".join(t.value for t in at.toast)
+
+    def test_a_refused_send_and_next_stays_on_the_item(self):
+        fake = FakeClient([review_item("rev-1"), review_item("rev-2")])
+        fake.fail_decision = ApiError(409, "Conflict", "you do not hold the claim")
+        at = open_review(fake)
+        at.button(key="review-claim").click().run()
+        at.radio(key="decision-action").set_value("approve").run()
+        at.button(key="decision-submit-next").click().run()
+        assert at.session_state["review_id"] == "rev-1"
+        assert "you do not hold the claim" in at.error[0].value
+
+
+class TestDecisionKeys:
+    def test_alt_and_a_number_choose_the_decision_shown_there(self):
+        fake = FakeClient([review_item("rev-1", kind="escalation")])
+        at = open_review(fake)
+        at.button(key="review-claim").click().run()
+        said = at.radio(key="decision-action").help
+        assert "Keys: Alt+1 comment · Alt+2 retry · Alt+3 approve · Alt+4 edit" in said
+        assert at.button(key="decision-key-approve").proto.shortcut == "alt+3"
+        at.button(key="decision-key-approve").click().run()
+        assert_clean(at)
+        assert at.radio(key="decision-action").value == "approve"
+        at.button(key="decision-key-comment").click().run()
+        assert at.radio(key="decision-action").value == "comment"
 
 
 def test_the_page_names_the_kind_as_the_queue_does():

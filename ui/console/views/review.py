@@ -6,7 +6,8 @@ the top of the right column, so the output and the Send button show together. Af
 the page follows the run and shows, per point, the Actor's answer and the Critic's check.
 
 Keyboard shortcuts (Streamlit button shortcuts; ``C`` and ``R`` are Streamlit's own): Alt+K
-claims, Alt+U releases, Ctrl+Enter sends the decision form, Alt+N opens the next item of the
+claims, Alt+U releases, Alt+1 to Alt+5 choose the decision (in the order shown), Ctrl+Enter
+sends it, Ctrl+Shift+Enter sends it and opens the next item, Alt+N opens the next item of the
 queue, Alt+P the previous one, Alt+Q goes back to the queue.
 """
 
@@ -66,6 +67,7 @@ SHORTCUTS = {
     "claim": "Alt+K",
     "release": "Alt+U",
     "send": "Ctrl+Enter",
+    "send_next": "Ctrl+Shift+Enter",
     "next": "Alt+N",
     "previous": "Alt+P",
     "queue": "Alt+Q",
@@ -472,8 +474,22 @@ def _escalation(ctx: dict[str, Any]) -> None:
 
 
 # ---------------------------------------------------------------- decisions
-def _send(review: dict[str, Any], action: str, **fields: Any) -> None:
+def _next_after(review_id: str) -> str | None:
+    """The item after this one in the queue (the first other one when it is the last)."""
+    try:
+        items = queue_items(get_client())
+    except ApiError:
+        return None
+    return neighbour(items, review_id, 1) or neighbour(
+        [i for i in items if str(i["id"]) != review_id], review_id, 1
+    )
+
+
+def _send(review: dict[str, Any], action: str, *, then_next: bool = False, **fields: Any) -> None:
+    """Send the decision; then stay on the item (it follows the run), or open the queue's next
+    item (``then_next``: the queue's order before this one left it)."""
     idem_key = f"idem-{review['id']}"
+    following = _next_after(review["id"]) if then_next else None
     try:
         result = get_client().decide(
             review["id"], action=action, idempotency_key=st.session_state[idem_key], **fields
@@ -489,17 +505,42 @@ def _send(review: dict[str, Any], action: str, **fields: Any) -> None:
     st.session_state.pop("reject-pending", None)
     st.session_state.pop("queue_items", None)
     quoting.drop(review["id"])
+    if then_next:
+        if following:
+            st.toast(f"{decision_banner(result)} Opened the next item.")
+            _go(following)
+        st.toast(f"{decision_banner(result)} The queue has nothing else waiting.")
     st.rerun()
 
 
-def _submit(label: str, *, kind: Any = "secondary") -> bool:
-    return st.form_submit_button(
-        label,
-        type=kind,
-        key="decision-submit",
-        shortcut=SHORTCUTS["send"],
-        help=f"Sends the decision ({SHORTCUTS['send']}).",
-    )
+class Sent:
+    """Which of a decision form's two send buttons was pressed (neither: nothing to send)."""
+
+    def __init__(self, stay: bool, then_next: bool) -> None:
+        self.then_next = then_next
+        self.pressed = stay or then_next
+
+    def __bool__(self) -> bool:
+        return self.pressed
+
+
+def _submit(label: str, *, kind: Any = "secondary") -> Sent:
+    row = st.container(horizontal=True, key="decision-sends")
+    with row:
+        stay = st.form_submit_button(
+            label,
+            type=kind,
+            key="decision-submit",
+            shortcut=SHORTCUTS["send"],
+            help=f"Sends the decision ({SHORTCUTS['send']}); the page then follows the run.",
+        )
+        then_next = st.form_submit_button(
+            "and open next",
+            key="decision-submit-next",
+            shortcut=SHORTCUTS["send_next"],
+            help=f"Sends the decision and opens the queue's next item ({SHORTCUTS['send_next']}).",
+        )
+    return Sent(stay, then_next)
 
 
 def _comment_form(review: dict[str, Any]) -> None:
@@ -551,6 +592,7 @@ def _comment_form(review: dict[str, Any]) -> None:
     _send(
         review,
         "comment",
+        then_next=submitted.then_next,
         comment="\n".join(points) if quoted else text.strip(),
         points=points,
         lesson=lesson,
@@ -563,7 +605,7 @@ def _approve_form(review: dict[str, Any]) -> None:
         st.markdown("The current output becomes final and the run ends as succeeded.")
         submitted = _submit("Approve", kind="primary")
     if submitted:
-        _send(review, "approve")
+        _send(review, "approve", then_next=submitted.then_next)
 
 
 def _edit_form(review: dict[str, Any]) -> None:
@@ -584,7 +626,7 @@ def _edit_form(review: dict[str, Any]) -> None:
     if not output.strip():
         st.error("An edit needs the edited output.")
         return
-    _send(review, "edit", output=output, finish=finish)
+    _send(review, "edit", then_next=submitted.then_next, output=output, finish=finish)
 
 
 def _reject_form(review: dict[str, Any]) -> None:
@@ -596,7 +638,7 @@ def _reject_form(review: dict[str, Any]) -> None:
         )
         yes, no = st.columns(2)
         if yes.button("Yes, reject", type="primary", key="decision-reject-confirm"):
-            _send(review, "reject", comment=pending["reason"])
+            _send(review, "reject", then_next=pending["then_next"], comment=pending["reason"])
         if no.button("Cancel", key="decision-reject-cancel"):
             st.session_state.pop("reject-pending", None)
             st.session_state["reject-draft"] = pending["reason"]  # the form shows it again
@@ -615,7 +657,11 @@ def _reject_form(review: dict[str, Any]) -> None:
     if not reason.strip():
         st.error("A reject needs the reason: say why the run should stop.")
         return
-    st.session_state["reject-pending"] = {"review_id": review["id"], "reason": reason.strip()}
+    st.session_state["reject-pending"] = {
+        "review_id": review["id"],
+        "reason": reason.strip(),
+        "then_next": submitted.then_next,
+    }
     st.rerun()
 
 
@@ -624,7 +670,31 @@ def _retry_form(review: dict[str, Any]) -> None:
         rounds = st.number_input("More rounds", 1, 10, 1, key="decision-rounds")
         submitted = _submit("Retry", kind="primary")
     if submitted:
-        _send(review, "retry", rounds=int(rounds))
+        _send(review, "retry", then_next=submitted.then_next, rounds=int(rounds))
+
+
+def action_key(position: int) -> str:
+    """The shortcut that chooses the decision shown at ``position`` (1-based)."""
+    return f"Alt+{position}"
+
+
+def _choose(action: str) -> None:
+    st.session_state["decision-action"] = action
+
+
+def _action_keys(actions: list[str]) -> None:
+    """Alt+1 ... choose a decision: buttons the keyboard presses, kept out of sight (the radio
+    below shows the choice; its caption names the keys)."""
+    with st.container(key="decision-keys"):
+        st.html("<style>.st-key-decision-keys { display: none; }</style>")
+        for n, action in enumerate(actions, start=1):
+            st.button(
+                ACTION_LABEL[action],
+                key=f"decision-key-{action}",
+                shortcut=action_key(n),
+                on_click=_choose,
+                args=(action,),
+            )
 
 
 FORMS = {
@@ -640,11 +710,15 @@ def _decision_panel(review: dict[str, Any]) -> None:
     st.session_state.setdefault(f"idem-{review['id']}", new_idempotency_key())
     with st.container(border=True, key="decision-panel"):
         actions = ACTIONS.get(review["kind"], ACTIONS["pre_critique"])
+        _action_keys(actions)
+        keys = " · ".join(f"{action_key(n)} {a}" for n, a in enumerate(actions, start=1))
         action = st.radio(
             "Decision",
             actions,
             horizontal=True,
             key="decision-action",
+            help=f"Keys: {keys}; {SHORTCUTS['send']} sends, {SHORTCUTS['send_next']} sends "
+            "and opens the next item.",
         )
         st.caption(ACTION_HELP[action])
         FORMS[action](review)
