@@ -39,7 +39,8 @@ from rich.console import Console
 from rich.table import Table
 
 from research.app import create_app
-from research.corpus import Document, open_corpus
+from research.corpora import open_corpus
+from research.corpus import Document
 from research.settings import ResearchSettings
 
 console = Console(width=120)  # the table stays readable when piped to a file

@@ -977,7 +977,8 @@ CorpusDb = Annotated[
 def _open_corpus(db: str) -> CorpusStore:
     """The corpus store at ``db``, checked to answer (a clear error, not a traceback)."""
     from crosscheck.launcher import corpus_url_for
-    from research.corpus import CorpusUnavailable, is_postgres_url, open_corpus
+    from research.corpora import open_corpus
+    from research.corpus import CorpusUnavailable, is_postgres_url
 
     if db == DEFAULT_CORPUS_DB and not os.environ.get("RESEARCH_CORPUS_DB"):
         db = corpus_url_for(os.environ.get("DATABASE_URL", "")) or db

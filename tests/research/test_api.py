@@ -300,7 +300,7 @@ async def test_with_redis_url_the_cache_lives_in_redis(research_with, clock, fak
 
 
 async def test_the_corpus_can_live_in_postgres(research_with, tmp_path):
-    from research.corpus import open_corpus
+    from research.corpora import open_corpus
     from tests.research.conftest import SEED
     from tests.support.databases import fresh_postgres_database
 

@@ -11,12 +11,12 @@ import pytest
 from typer.testing import CliRunner
 
 from crosscheck.cli import app
+from research.corpora import open_corpus
 from research.corpus import (
     CorpusIndex,
     Document,
     UnsupportedDocument,
     fts_query,
-    open_corpus,
     read_document,
     split_passages,
 )

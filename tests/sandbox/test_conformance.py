@@ -10,9 +10,10 @@ import pytest
 
 from sandbox.app import create_app
 from sandbox.client import SandboxClient
+from sandbox.executor import CodeExecutor
 from sandbox.fake import FakeExecutor
 from sandbox.schemas import ExecuteRequest, ExecutionStatus, IsolationMode
-from sandbox.service import CodeExecutor, SandboxService
+from sandbox.service import SandboxService
 from shared.errors import UpstreamError, UpstreamUnavailable
 from tests.sandbox.conftest import TOKEN, require_bwrap, sandbox_settings
 from tests.support.apps import serving

@@ -523,6 +523,30 @@ def test_reject_without_a_reason_is_not_sent():
     assert not fake.called("decide")
 
 
+def test_a_comment_over_the_point_limit_is_not_sent_and_says_the_limit():
+    fake = FakeClient()
+    at = open_review(fake)
+    at.radio(key="decision-action").set_value("comment").run()
+    at.text_area(key="decision-comment").input("\n".join(f"- point {n}" for n in range(21)))
+    at.button(key="decision-submit").click().run()
+    assert "at most 20 points; this one has 21" in shown(at.error[0].value)
+    assert fake.called("decide") == []
+    at.text_area(key="decision-comment").input("\n".join(f"- point {n}" for n in range(20)))
+    at.button(key="decision-submit").click().run()  # the boundary: sent whole
+    assert_clean(at)
+    assert fake.called("decide")[0][1]["points"] == [f"point {n}" for n in range(20)]
+
+
+def test_a_point_over_the_length_limit_is_not_sent_or_cut():
+    fake = FakeClient()
+    at = open_review(fake)
+    at.radio(key="decision-action").set_value("comment").run()
+    at.text_area(key="decision-comment").input("Keep it short.\n" + "x" * 2001)
+    at.button(key="decision-submit").click().run()
+    assert "at most 2000 characters" in shown(at.error[0].value)
+    assert fake.called("decide") == []
+
+
 def test_comment_without_text_is_not_sent():
     fake = FakeClient()
     at = open_review(fake)

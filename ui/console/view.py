@@ -309,15 +309,6 @@ def quoted_point(picked: dict[str, Any], instruction: str) -> str:
 
 
 # ---------------------------------------------------------------- decisions in plain words
-BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
-
-
-def comment_points(text: str) -> list[str]:
-    """One point per non-empty line, bullets and numbers dropped."""
-    points = [BULLET.sub("", line).strip() for line in text.splitlines()]
-    return [p for p in points if p]
-
-
 RUN_NEXT = {
     "succeeded": "The run finished: succeeded.",
     "failed": "The run finished: failed.",

@@ -12,7 +12,8 @@ from typing import Any, Protocol
 
 import httpx
 
-from research.corpus import CorpusStore, CorpusUnavailable, open_corpus
+from research.corpora import open_corpus
+from research.corpus import CorpusStore, CorpusUnavailable
 from research.settings import ResearchSettings
 
 

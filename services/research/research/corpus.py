@@ -2,7 +2,8 @@
 
 Two stores behind one Protocol (:class:`CorpusStore`): a SQLite FTS5 file ranked by BM25 (the
 default, here) and a Postgres table with a tsvector column ranked by ``ts_rank_cd``
-(:mod:`research.pgcorpus`), chosen by :func:`open_corpus` from where the corpus lives.
+(:mod:`research.pgcorpus`), chosen by :func:`research.corpora.open_corpus` from where the
+corpus lives.
 
 Each document has a stable URL (``file://`` and its absolute path, or the URL it was fetched
 from); adding it again replaces it. A passage keeps its span: the character offsets
@@ -248,16 +249,6 @@ POSTGRES_SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
 
 def is_postgres_url(target: str | Path) -> bool:
     return isinstance(target, str) and target.lower().startswith(POSTGRES_SCHEMES)
-
-
-def open_corpus(target: str | Path) -> CorpusStore:
-    """The corpus at ``target``: a ``postgresql://`` URL opens the Postgres store (tables
-    created on first use), anything else is the path of a SQLite file."""
-    if is_postgres_url(target):
-        from research.pgcorpus import PostgresCorpusIndex
-
-        return PostgresCorpusIndex(str(target))
-    return CorpusIndex(Path(target))
 
 
 def private_db(path: Path) -> Path:

@@ -11,8 +11,9 @@ from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
 
+from sandbox.executor import CodeExecutor
 from sandbox.router import router
-from sandbox.service import CodeExecutor, SandboxService
+from sandbox.service import SandboxService
 from sandbox.settings import SandboxSettings
 from shared.auth import require_service_token
 from shared.contracts import ServiceInfo

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from sandbox.service import CodeExecutor
+from sandbox.executor import CodeExecutor
 from shared.errors import AppError
 
 

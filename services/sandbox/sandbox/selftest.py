@@ -19,9 +19,9 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from sandbox.executor import CodeExecutor
 from sandbox.isolation.plan import IsolationPlan
 from sandbox.schemas import ExecuteRequest, ExecuteResult, ExecutionStatus, SelfTestCheck
-from sandbox.service import CodeExecutor
 
 SERVICE_SOURCE = Path(__file__).resolve()
 

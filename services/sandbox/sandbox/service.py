@@ -1,4 +1,4 @@
-"""The sandbox as a service class: ``CodeExecutor`` and its real implementation."""
+"""The sandbox as a service class: the real ``CodeExecutor`` (:mod:`sandbox.executor`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import asyncio
 import json
 import uuid
 from collections.abc import Sequence
-from typing import Protocol
 
 from sandbox.isolation.plan import IsolationPlan, close_quietly, plan_isolation
 from sandbox.outcome import environment_failure, interpret
@@ -17,23 +16,13 @@ from sandbox.schemas import (
     IsolationReport,
     SelfTestCheck,
 )
+from sandbox.selftest import run_selftest
 from sandbox.settings import SandboxSettings
 from sandbox.worker import JobSpec
 from shared.errors import ConfigurationError
 from shared.logging import get_logger
 
 log = get_logger("crosscheck.sandbox")
-
-
-class CodeExecutor(Protocol):
-    """Runs untrusted code against tests. Implemented by ``SandboxService`` (real, isolated),
-    ``FakeExecutor`` (in memory, for other services' tests) and ``SandboxClient`` (HTTP)."""
-
-    async def execute(self, request: ExecuteRequest) -> ExecuteResult: ...
-
-    async def execute_batch(self, requests: Sequence[ExecuteRequest]) -> list[ExecuteResult]: ...
-
-    async def isolation(self) -> IsolationReport: ...
 
 
 class SelfTestFailed(ConfigurationError):
@@ -61,8 +50,6 @@ class SandboxService:
             close_quietly(plan)
             raise ConfigurationError(f"could not start the sandboxes: {exc}") from exc
         service = cls(settings, plan, pool)
-        from sandbox.selftest import run_selftest  # late: selftest imports CodeExecutor from here
-
         try:
             service.selftest = await run_selftest(service, plan)
         except BaseException:

@@ -27,7 +27,6 @@ from console.view import (
     answer_words,
     check_words,
     claimer,
-    comment_points,
     decision_banner,
     friendly_detail,
     kind_words,
@@ -43,6 +42,8 @@ from console.view import (
     why_words,
 )
 from console.views import login as session
+from shared.contracts import MAX_POINT_CHARS, MAX_POINTS
+from shared.orchestration import comment_points
 
 ACTIONS = {
     "pre_critique": ["comment", "approve", "edit", "reject"],
@@ -585,7 +586,21 @@ def _comment_form(review: dict[str, Any]) -> None:
             f"(quote {', '.join(map(str, unsaid))}), or drop the quoted lines."
         )
         return
-    points = comment_points(text) + [quoted_point(picked, said) for picked, said in written]
+    quoted_points = [quoted_point(picked, said) for picked, said in written]
+    points = comment_points(text) + quoted_points
+    written_lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if len(written_lines) + len(written) > MAX_POINTS:
+        st.error(
+            f"A comment holds at most {MAX_POINTS} points; this one has "
+            f"{len(written_lines) + len(written)}. Merge some, or send the rest next round."
+        )
+        return
+    if long := [p for p in written_lines + quoted_points if len(p) > MAX_POINT_CHARS]:
+        st.error(
+            f"A point holds at most {MAX_POINT_CHARS} characters; shorten the one that starts "
+            f"{md_literal(long[0][:40])}…"
+        )
+        return
     if not points:
         st.error("A comment needs at least one point: write one per line.")
         return

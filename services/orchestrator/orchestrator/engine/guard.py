@@ -294,9 +294,7 @@ async def keep_better(
         paused = False
         if not RunStatus(run.status).final:
             if pause_after:
-                from orchestrator.engine.steps import pause_for_review
-
-                pause_for_review(session, run, round)
+                records.pause_for_review(session, run, round)
                 paused = True
             else:
                 records.set_status(session, run, RunStatus.critiquing, round=round)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -254,3 +255,31 @@ def finalize_fast(
     run = Run(**values)  # transient: what the webhooks read, never added to the session
     outbox.run_finished(session, run, review=None, context=None)
     return run, stop
+
+
+def pause_for_review(
+    session: Session, run: Run, round: int, reason: str = "before_critique"
+) -> None:
+    """Open a pre-critique review item for ``round`` and set the run awaiting review (the
+    policy's pause, a low-confidence pause, a guard's pause)."""
+    policy = Policy.model_validate(run.policy)
+    item = ReviewItem(
+        id=new_id("rev"),
+        run_id=run.id,
+        round=round,
+        kind="pre_critique",
+        status="pending",
+        reason=reason,
+        deadline=utcnow() + timedelta(seconds=policy.review_deadline_s),
+        on_expiry=policy.review_on_expiry.value,
+        context={"task": run.task, "round": round},
+    )
+    session.add(item)
+    set_status(session, run, RunStatus.awaiting_review, round=round, review_id=item.id)
+    append_event(
+        session,
+        run.id,
+        "review.created",
+        {"review_id": item.id, "kind": "pre_critique", "round": round},
+    )
+    outbox.review_created(session, run, item)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any, Protocol
+from typing import Any
 
 import sqlalchemy as sa
 from dbos import DBOS
@@ -60,10 +60,6 @@ _HEADING = re.compile(
     re.IGNORECASE,
 )
 NOT_CONFIGURED = "no research service is configured (ORCHESTRATOR_RESEARCH_URL is empty)"
-
-
-class ResearchPeer(Protocol):
-    async def research(self, request: ResearchRequest) -> ResearchResult: ...
 
 
 def degraded(queries: list[str], reason: str) -> ResearchResult:

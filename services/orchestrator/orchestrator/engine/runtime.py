@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from orchestrator.db import Database
 from orchestrator.evaluators.base import Evaluator
@@ -12,9 +12,13 @@ from orchestrator.knowledge.service import KnowledgeService
 from orchestrator.metrics import Metrics
 from orchestrator.peers.http import ActorPeer, CriticPeer
 from orchestrator.settings import OrchestratorSettings
+from shared.contracts import ResearchRequest, ResearchResult
 
-if TYPE_CHECKING:
-    from orchestrator.engine.research import ResearchPeer
+
+class ResearchPeer(Protocol):
+    """What the research step needs of the Research service (see ``engine.research``)."""
+
+    async def research(self, request: ResearchRequest) -> ResearchResult: ...
 
 
 @dataclass

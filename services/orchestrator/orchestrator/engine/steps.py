@@ -13,7 +13,7 @@ import functools
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar
 
 from dbos import DBOS
@@ -54,12 +54,9 @@ from orchestrator.knowledge.service import profile_for
 from orchestrator.peers.errors import PeerUnavailable
 from orchestrator.tables import (
     Reflection,
-    ReviewItem,
     Run,
-    new_id,
     utcnow,
 )
-from orchestrator.webhooks import outbox
 from shared import deadline, verdicts
 from shared.contracts import (
     MAX_EVIDENCE,
@@ -734,7 +731,7 @@ async def evaluate(run_id: str, round: int, pause_after: bool, attempt: int = 1)
         if regressed:
             pass  # the workflow rolls this version back or keeps the better one
         elif pause_after:
-            _pause(session, run, round)
+            records.pause_for_review(session, run, round)
         else:
             records.set_status(session, run, RunStatus.critiquing, round=round)
         return None
@@ -759,34 +756,6 @@ async def _evaluate_unlocked(
         rt, "sandbox", lambda: evaluator.evaluate(unlocked, key=f"{key}:unlocked"), run_id=run_id
     )
     return outcome.as_dict()
-
-
-def pause_for_review(session: Session, run: Run, round: int) -> None:
-    _pause(session, run, round)
-
-
-def _pause(session: Session, run: Run, round: int, reason: str = "before_critique") -> None:
-    policy = Policy.model_validate(run.policy)
-    item = ReviewItem(
-        id=new_id("rev"),
-        run_id=run.id,
-        round=round,
-        kind="pre_critique",
-        status="pending",
-        reason=reason,
-        deadline=utcnow() + timedelta(seconds=policy.review_deadline_s),
-        on_expiry=policy.review_on_expiry.value,
-        context={"task": run.task, "round": round},
-    )
-    session.add(item)
-    records.set_status(session, run, RunStatus.awaiting_review, round=round, review_id=item.id)
-    append_event(
-        session,
-        run.id,
-        "review.created",
-        {"review_id": item.id, "kind": "pre_critique", "round": round},
-    )
-    outbox.review_created(session, run, item)
 
 
 # ------------------------------------------------------------------------ critique
@@ -1135,7 +1104,9 @@ async def critique(
         elif unsure:
             paused = True  # the critic is unsure: a person decides before anyone revises
             store.update_run(session, run, changes)
-            _pause(session, records.load_run(session, run_id), round, reason="low_confidence")
+            records.pause_for_review(
+                session, records.load_run(session, run_id), round, reason="low_confidence"
+            )
         else:
             store.update_run(
                 session, run, changes, status=RunStatus.revising, event={"round": round + 1}
