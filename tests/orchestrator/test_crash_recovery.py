@@ -48,6 +48,8 @@ def research_requests(url: str) -> float:
     return float(line.split()[1])
 
 
+# five real services, the orchestrator started twice: minutes on a loaded machine
+@pytest.mark.timeout(300)
 def test_kill_9_during_critique_resumes_without_repeating_finished_calls(
     fake_model, service_token, database_url, tmp_path
 ):
@@ -136,6 +138,8 @@ def test_kill_9_during_critique_resumes_without_repeating_finished_calls(
     assert second_round["citations"]["cited"] == [1]
 
 
+# five real services, the orchestrator started twice: minutes on a loaded machine
+@pytest.mark.timeout(300)
 def test_kill_9_while_a_run_waits_for_review_then_decide(
     fake_model, service_token, database_url, tmp_path
 ):

@@ -12,6 +12,8 @@ own logger is kept quiet for the same reason (it prints an unparseable URL whole
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import json
 import logging
 import re
@@ -108,8 +110,9 @@ class Notifier:
         number = channel_number(url)
         if number is None or not 1 <= number <= len(self._urls):
             return f"channel {url} is no longer configured (ORCHESTRATOR_NOTIFY_URLS changed?)"
-        import apprise
-
+        # its plugins take seconds to import on a loaded machine: not on the event loop,
+        # where every request of this process would wait for them
+        apprise = await asyncio.to_thread(importlib.import_module, "apprise")
         logging.getLogger("apprise").setLevel(logging.CRITICAL + 1)
         service = apprise.Apprise()
         if not service.add(self._urls[number - 1]):
