@@ -40,7 +40,7 @@ class TestRefusal:
         async def leaky(executor: Any, plan: Any) -> list[SelfTestCheck]:
             return [SelfTestCheck(name="host_files", passed=False, detail="read a host file")]
 
-        monkeypatch.setattr("sandbox.selftest.run_selftest", leaky)
+        monkeypatch.setattr("sandbox.service.run_selftest", leaky)  # where the service looks
         before = nobody_processes()
         app = create_app(sandbox_settings())
         with pytest.raises(SelfTestFailed, match="host_files: read a host file"):
