@@ -140,7 +140,7 @@ def stop_after(verdict: str, round_number: int) -> tuple[str, str] | None:
 
 
 def reflection_text(critique: dict[str, Any]) -> str:
-    """The critic reflection Crosscheck's orchestrator stores (engine/steps.py, critique)."""
+    """The critic reflection Crosscheck's orchestrator stores (engine/steps/critique_commit.py)."""
     lines = [critique["reflection"]] + [
         f"- [{i['severity']}] {i['dimension']}: {i['suggestion']}"
         + (f' (on: "{i["quote"][:200]}")' if i.get("quote") else "")

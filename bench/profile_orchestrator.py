@@ -55,7 +55,7 @@ def owner(frames: list[str]) -> str:
         for label, keys in OWNERS:
             if any(k in frame for k in keys):
                 if label.startswith("read model"):
-                    in_step = any("orchestrator/engine/steps.py" in f for f in frames)
+                    in_step = any("orchestrator/engine/steps/" in f for f in frames)
                     return label + (", a step's" if in_step else ", an API/feed read")
                 return label
     return OTHER

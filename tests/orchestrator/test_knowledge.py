@@ -428,7 +428,7 @@ class TestReRunSteps:
         )
         assert edited.status_code == 200, edited.text
         again = await critique(run_id, 1, None, None)  # the re-run: same key, same body
-        assert again["verdict"] == first["verdict"] == "pass"
+        assert again.verdict == first.verdict == "pass"
         calls = [c for c in fake_model.requests() if c["stage"] == "critique"]
         assert len(calls) == 1  # the Critic replayed its answer: billed once
         assert "the Moon's gravity" in user_text(calls[0])
@@ -446,7 +446,7 @@ class TestReRunSteps:
         )
         assert edited.status_code == 200, edited.text
         again = await act(run_id, 1, "draft", 1, [])  # the re-run of the draft step
-        assert again.get("stop") is None, again
+        assert again.stop is None, again
         drafts = [c for c in fake_model.requests() if c["stage"] == "draft"]
         assert len(drafts) == 1  # the Actor replayed its answer
         assert "Mention neap tides." in user_text(drafts[0])

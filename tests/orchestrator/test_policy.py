@@ -559,8 +559,9 @@ class TestReviewBeforeCritique:
 
 
 # ---------------------------------------------------------------- the confidence rule, in a run
-# ``review_confidence_threshold`` is applied by the critique step (engine/steps.py), after the
-# stop rules above: a run whose critique is unsure pauses for a person, unless it stopped.
+# ``review_confidence_threshold`` is applied by the critique step
+# (engine/steps/critique_commit.py), after the stop rules above: a run whose critique is
+# unsure pauses for a person, unless it stopped.
 
 
 @pytest.fixture

@@ -45,7 +45,9 @@ async def close_of(ws) -> tuple[int, str]:
 class TestWebsocketEndsWithItsToken:
     async def test_revoking_the_token_closes_its_open_websocket(self, orchestrator_app):
         async with uvicorn_serving(orchestrator_app) as url:
-            async with httpx.AsyncClient(base_url=url, headers=bearer(ADMIN_TOKEN), timeout=30) as admin:
+            async with httpx.AsyncClient(
+                base_url=url, headers=bearer(ADMIN_TOKEN), timeout=30
+            ) as admin:
                 token_id, headers = await minted(admin, "reviewer")
                 ws_url = url.replace("http", "ws") + "/v1/events"
                 async with websockets.connect(ws_url, additional_headers=headers) as ws:
@@ -63,7 +65,9 @@ class TestWebsocketEndsWithItsToken:
     ):
         fake_model.latency(300)
         async with uvicorn_serving(orchestrator_app) as url:
-            async with httpx.AsyncClient(base_url=url, headers=bearer(ADMIN_TOKEN), timeout=30) as admin:
+            async with httpx.AsyncClient(
+                base_url=url, headers=bearer(ADMIN_TOKEN), timeout=30
+            ) as admin:
                 token_id, headers = await minted(admin, "service")
                 created = await admin.post("/v1/runs", json={"task": "Why?"}, headers=headers)
                 run_id = created.json()["id"]
@@ -78,7 +82,9 @@ class TestWebsocketEndsWithItsToken:
 
     async def test_an_expiring_session_closes_its_websocket(self, orchestrator_app):
         async with uvicorn_serving(orchestrator_app) as url:
-            async with httpx.AsyncClient(base_url=url, headers=bearer(ADMIN_TOKEN), timeout=30) as admin:
+            async with httpx.AsyncClient(
+                base_url=url, headers=bearer(ADMIN_TOKEN), timeout=30
+            ) as admin:
                 token_id, headers = await minted(admin, "reviewer")
                 with Session(orchestrator_app.state.engine) as session:
                     row = session.get(ApiToken, token_id)
@@ -165,7 +171,9 @@ class TestEventsFollowRunScope:
     @pytest.mark.parametrize("types", [None, "run.created,review.claimed"])
     async def test_a_reviewers_websocket_streams_only_runs_in_review(self, orchestrator_app, types):
         async with uvicorn_serving(orchestrator_app) as url:
-            async with httpx.AsyncClient(base_url=url, headers=bearer(ADMIN_TOKEN), timeout=30) as api:
+            async with httpx.AsyncClient(
+                base_url=url, headers=bearer(ADMIN_TOKEN), timeout=30
+            ) as api:
                 alice = bearer(await mint(api, "service"))
                 reviewer = bearer(await mint(api, "reviewer"))
                 paused, _ = await paused_and_plain(api, alice)

@@ -610,7 +610,7 @@ class TestTriggerRate:
         run = await wait_for(api, await start(api, task=PASSES))
         assert settled_counts(await scrape(api)) == (2, 0)
         # the critique step that succeeded the run, run again (cut off after its commit)
-        assert (await critique(run["id"], 2, None, None))["verdict"] == "pass"
+        assert (await critique(run["id"], 2, None, None)).verdict == "pass"
         assert settled_counts(await scrape(api)) == (2, 0)
 
         run_id = await paused_run(api)

@@ -17,14 +17,24 @@ from orchestrator.engine import guard, records
 from orchestrator.engine.policy import Stop, needs_review_before_critique
 from orchestrator.engine.research import research
 from orchestrator.engine.runtime import current
-from orchestrator.engine.steps import act, critique, evaluate, finish, resume_state
+from orchestrator.engine.steps import (
+    ActOutcome,
+    CritiqueOutcome,
+    EvaluateOutcome,
+    FinishOutcome,
+    act,
+    critique,
+    evaluate,
+    finish,
+    resume_state,
+)
 from orchestrator.events.repository import append_event
 from orchestrator.peers.errors import PeerRejected, PeerUnavailable
 from orchestrator.tables import ReviewItem, new_id
 from orchestrator.webhooks import outbox
 from shared.errors import BudgetExceeded
 from shared.logging import get_logger
-from shared.orchestration import Policy, RunStatus, StopReason
+from shared.orchestration import RunStatus, StopReason
 
 WORKFLOW_NAME = "crosscheck.run"
 # a peer's model answered, unusably (schema, record, cut off by its cap): its own error class
@@ -70,8 +80,9 @@ async def run_workflow(run_id: str, start_round: int = 1, start_stage: str = "dr
             error=str(exc)[:500],
             exc_info=True,
         )
-        result = await fail_unexpectedly(run_id, type(exc).__name__, str(exc)[:2000])
-    return str(result["stop"]["status"])
+        record = await fail_unexpectedly(run_id, type(exc).__name__, str(exc)[:2000])
+        result = FinishOutcome.of(record)
+    return result.stopped or RunStatus.failed.value
 
 
 @DBOS.step(name="crosscheck.fail")
@@ -120,20 +131,20 @@ def _backoff(attempt: int) -> float:
 
 async def _over_corrected(
     run_id: str, number: int, attempt: int, pause: bool, seen_hashes: list[str], summary: str
-) -> dict[str, Any]:
+) -> ActOutcome | EvaluateOutcome:
     """Round ``number``'s revision broke a passing evaluation: roll it back and re-ask once;
     when the re-asked one breaks it again, keep the better version (``guard.keep_better``)."""
     note = guard.regression_note(number, summary)
     retry = attempt + 1
     out = await act(run_id, number, "revise", retry, seen_hashes[:-1], "over_correction", note)
-    if _stopped(out) is not None:
+    if out.stopped is not None:
         return out
-    seen_hashes[-1] = out["output_hash"]
+    seen_hashes[-1] = out.output_hash
     evaluation = await evaluate(run_id, number, pause, retry)
-    seen_hashes[-1] = evaluation.get("output_hash") or seen_hashes[-1]
-    if _stopped(evaluation) is not None or not evaluation.get("regressed"):
+    seen_hashes[-1] = evaluation.output_hash or seen_hashes[-1]
+    if evaluation.stopped is not None or not evaluation.regressed:
         return evaluation
-    return await guard.keep_better(run_id, number, retry, "evaluation", pause)
+    return EvaluateOutcome.of(await guard.keep_better(run_id, number, retry, "evaluation", pause))
 
 
 async def _reopened(
@@ -143,7 +154,7 @@ async def _reopened(
     signature: str | None,
     seen_hashes: list[str],
     issues: list[str],
-) -> dict[str, Any]:
+) -> ActOutcome | EvaluateOutcome | CritiqueOutcome:
     """Round ``number``'s revision reopened issues the previous critique had closed: roll it
     back, re-ask once, evaluate and critique the new version (the critique step keeps the
     better version when it reopens them again). Under ``review: before_critique`` the new
@@ -154,22 +165,18 @@ async def _reopened(
     out = await act(
         run_id, number, "revise", retry, seen_hashes[:-1], "over_correction", note, "reopened_issue"
     )
-    if _stopped(out) is not None:
+    if out.stopped is not None:
         return out
-    seen_hashes[-1] = out["output_hash"]
-    pause = needs_review_before_critique(Policy.model_validate(out["policy"]), number)
+    seen_hashes[-1] = out.output_hash
+    assert out.policy is not None
+    pause = needs_review_before_critique(out.policy, number)
     passed: bool | None = None
-    if out["evaluator"] != "none" or pause:
+    if out.evaluator != "none" or pause:
         evaluation = await evaluate(run_id, number, pause, retry)
-        if _stopped(evaluation) is not None or evaluation["paused"]:
+        if evaluation.stopped is not None or evaluation.paused:
             return evaluation
-        passed = evaluation["passed"]
+        passed = evaluation.passed
     return await _critique(run_id, number, signature, passed, retry)
-
-
-def _stopped(result: dict[str, Any]) -> str | None:
-    stop = result.get("stop")
-    return str(stop["status"]) if stop else None
 
 
 async def _loop(run_id: str, number: int, stage: str) -> str:
@@ -181,77 +188,82 @@ async def _loop(run_id: str, number: int, stage: str) -> str:
     unevaluated = False  # the version a resumed segment critiques has no evaluation yet
     if stage != "draft":
         state = await resume_state(run_id, number, stage)
-        seen_hashes, signature, passed = state["hashes"], state["signature"], state["passed"]
-        researching = bool(state.get("research"))
-        reasked = bool(state.get("reasked"))
-        unevaluated = bool(state.get("unevaluated"))
+        seen_hashes, signature, passed = state.hashes, state.signature, state.passed
+        researching, reasked, unevaluated = state.research, state.reasked, state.unevaluated
     while True:
         # A resumed segment does not know which attempts its round used (a shrink re-ask,
         # then an over-correction one: at most 3), so its own re-ask starts past them.
         attempt = 3
+        pause = False
         if stage == "critique":  # resumed after a person looked at this round's output
             resumed, stage = True, "revise"
             if unevaluated:  # a person's edit: its evaluator runs before anything ships
                 evaluation = await evaluate(run_id, number, False, attempt)
-                if (status := _stopped(evaluation)) is not None:
-                    return status
-                passed, unevaluated = evaluation["passed"], False
+                if evaluation.stopped is not None:
+                    return evaluation.stopped
+                passed, unevaluated = evaluation.passed, False
         else:
             resumed, attempt = False, 1
             out = await act(run_id, number, stage, 1, seen_hashes)
-            if out.get("shrank"):
+            if out.shrank:
                 attempt = 2
                 out = await act(run_id, number, stage, 2, seen_hashes)
-            if (status := _stopped(out)) is not None:
-                return status
-            seen_hashes.append(out["output_hash"])
-            policy = Policy.model_validate(out["policy"])
-            researching = bool(out.get("research"))
-            pause = needs_review_before_critique(policy, number)
+            if out.stopped is not None:
+                return out.stopped
+            seen_hashes.append(out.output_hash)
+            assert out.policy is not None
+            researching = out.research
+            pause = needs_review_before_critique(out.policy, number)
             passed = None
-        if not resumed and (out["evaluator"] != "none" or pause):
-            evaluation = await evaluate(run_id, number, pause, attempt)
-            if (status := _stopped(evaluation)) is not None:
-                return status
-            if evaluation.get("output_hash"):  # the lock gave way: the revision is this round's
-                seen_hashes[-1] = evaluation["output_hash"]
-            if evaluation.get("regressed"):
-                evaluation = await _over_corrected(
-                    run_id, number, attempt, pause, seen_hashes, evaluation["summary"]
+        if not resumed and (out.evaluator != "none" or pause):
+            checked: ActOutcome | EvaluateOutcome = await evaluate(run_id, number, pause, attempt)
+            if checked.stopped is not None:
+                return checked.stopped
+            assert isinstance(checked, EvaluateOutcome)
+            if checked.output_hash:  # the lock gave way: the revision is this round's
+                seen_hashes[-1] = checked.output_hash
+            if checked.regressed:
+                checked = await _over_corrected(
+                    run_id, number, attempt, pause, seen_hashes, checked.summary
                 )
                 attempt += 1
-                if (status := _stopped(evaluation)) is not None:
-                    return status
-            if evaluation["paused"]:
+                if checked.stopped is not None:
+                    return checked.stopped
+            assert isinstance(checked, EvaluateOutcome)
+            if checked.paused:
                 return RunStatus.awaiting_review.value
-            passed = evaluation["passed"]
+            passed = checked.passed
         if researching:
             await research(run_id, number)  # evidence for this round's critique
         # a re-ask's critique: its own key, and a second reopening keeps the better version
         verdict = await _critique(run_id, number, signature, passed, attempt if reasked else 1)
         reasked = False
-        if (status := _stopped(verdict)) is not None:
-            return status
-        if verdict.get("reopened"):
-            verdict = await _reopened(
-                run_id, number, attempt, signature, seen_hashes, verdict["reopened"]
+        if verdict.stopped is not None:
+            return verdict.stopped
+        if verdict.reopened:
+            again = await _reopened(
+                run_id, number, attempt, signature, seen_hashes, verdict.reopened
             )
-            if (status := _stopped(verdict)) is not None:
-                return status
-        if verdict.get("paused"):
+            if again.stopped is not None:
+                return again.stopped
+            if isinstance(again, EvaluateOutcome):  # the re-ask waits for a person
+                return RunStatus.awaiting_review.value
+            assert isinstance(again, CritiqueOutcome)
+            verdict = again
+        if verdict.paused:
             return RunStatus.awaiting_review.value
-        signature = verdict["signature"]
+        signature = verdict.signature
         number, stage = number + 1, "revise"
 
 
 async def _critique(
     run_id: str, number: int, signature: str | None, passed: bool | None, attempt: int = 1
-) -> dict[str, Any]:
+) -> CritiqueOutcome:
     """The critique of this version; one that blames the environment is asked again after a
     backoff (same round, its own key) until the critique step gives up and stops the run."""
     verdict = await critique(run_id, number, signature, passed, attempt)
     retry = 0
-    while verdict.get("retry"):
+    while verdict.retry:
         retry += 1
         await DBOS.sleep_async(_backoff(retry))
         verdict = await critique(run_id, number, signature, passed, attempt, retry)
