@@ -14,9 +14,9 @@ from fastapi.testclient import TestClient
 from sandbox.app import create_app
 from sandbox.fake import FakeExecutor, make_result
 from sandbox.isolation.plan import IsolationUnavailable, plan_isolation
-from sandbox.schemas import ExecuteRequest, ExecuteResult, ExecutionStatus, SelfTestCheck
 from sandbox.selftest import run_selftest
 from sandbox.service import SandboxService, SelfTestFailed
+from shared.sandbox.schemas import ExecuteRequest, ExecuteResult, ExecutionStatus, SelfTestCheck
 from tests.sandbox.conftest import AUTH, NOBODY, processes_of, require_bwrap, sandbox_settings
 
 

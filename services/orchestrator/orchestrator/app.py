@@ -50,7 +50,6 @@ from orchestrator.metrics import Metrics
 from orchestrator.peers.http import (
     HttpActor,
     HttpCritic,
-    HttpSandbox,
     Peer,
     peer_clients,
     tls_context,
@@ -71,6 +70,7 @@ from shared.contracts import ServiceInfo
 from shared.errors import AppError, error_body
 from shared.logging import get_logger
 from shared.research_client import ResearchClient
+from shared.sandbox.client import SandboxClient
 from shared.service import build_service_app
 
 log = get_logger("crosscheck.orchestrator")
@@ -188,7 +188,7 @@ def create_app(
                 settings.research_budget_s,
             )
         evaluators: dict[str, Evaluator] = {
-            "python_tests": PythonTestsEvaluator(HttpSandbox(peers["sandbox"])),
+            "python_tests": PythonTestsEvaluator(SandboxClient(peers["sandbox"])),
             "json_schema": JsonSchemaEvaluator(schema_pool),
         }
         runtime.install(

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from sandbox.schemas import ExecuteRequest, ExecuteResult, IsolationReport
+from shared.sandbox.schemas import ExecuteRequest, ExecuteResult, IsolationReport
 
 
 class CodeExecutor(Protocol):
-    """Runs untrusted code against tests. Implemented by ``SandboxService`` (real, isolated),
-    ``FakeExecutor`` (in memory, for other services' tests) and ``SandboxClient`` (HTTP)."""
+    """Runs untrusted code against tests. Implemented by ``SandboxService`` (real, isolated)
+    and ``FakeExecutor`` (in memory: ``create_app(settings, executor=...)`` serves it to other
+    services' tests). Other services call either over HTTP with ``shared.sandbox.client``."""
 
     async def execute(self, request: ExecuteRequest) -> ExecuteResult: ...
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from sandbox.schemas import (
+from shared.contracts import ErrorClass
+from shared.sandbox.schemas import (
     ExecuteRequest,
     ExecuteResult,
     ExecutionStatus,
@@ -20,7 +21,6 @@ from sandbox.schemas import (
     TestOutcome,
     TestStatus,
 )
-from shared.contracts import ErrorClass
 
 Responder = Callable[[ExecuteRequest], ExecuteResult]
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-from sandbox.schemas import (
+from sandbox.worker import RawOutcome
+from shared.contracts import ErrorClass
+from shared.sandbox.schemas import (
     ExecuteRequest,
     ExecuteResult,
     ExecutionStatus,
@@ -15,8 +17,6 @@ from sandbox.schemas import (
     TestOutcome,
     TestStatus,
 )
-from sandbox.worker import RawOutcome
-from shared.contracts import ErrorClass
 
 SIGNAL_HINTS: dict[int, str] = {
     signal.SIGSEGV: "segmentation fault (a C-level crash, or a stack overflow from deep recursion)",

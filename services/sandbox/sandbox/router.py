@@ -7,7 +7,7 @@ import time
 from fastapi import APIRouter
 
 from sandbox.deps import ExecutorDep
-from sandbox.schemas import (
+from shared.sandbox.schemas import (
     BatchRequest,
     BatchResult,
     ExecuteRequest,

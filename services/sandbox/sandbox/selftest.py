@@ -21,7 +21,7 @@ from pathlib import Path
 
 from sandbox.executor import CodeExecutor
 from sandbox.isolation.plan import IsolationPlan
-from sandbox.schemas import ExecuteRequest, ExecuteResult, ExecutionStatus, SelfTestCheck
+from shared.sandbox.schemas import ExecuteRequest, ExecuteResult, ExecutionStatus, SelfTestCheck
 
 SERVICE_SOURCE = Path(__file__).resolve()
 

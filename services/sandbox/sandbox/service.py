@@ -10,17 +10,17 @@ from collections.abc import Sequence
 from sandbox.isolation.plan import IsolationPlan, close_quietly, plan_isolation
 from sandbox.outcome import environment_failure, interpret
 from sandbox.pool import PoolUnavailable, WorkerPool
-from sandbox.schemas import (
-    ExecuteRequest,
-    ExecuteResult,
-    IsolationReport,
-    SelfTestCheck,
-)
 from sandbox.selftest import run_selftest
 from sandbox.settings import SandboxSettings
 from sandbox.worker import JobSpec
 from shared.errors import ConfigurationError
 from shared.logging import get_logger
+from shared.sandbox.schemas import (
+    ExecuteRequest,
+    ExecuteResult,
+    IsolationReport,
+    SelfTestCheck,
+)
 
 log = get_logger("crosscheck.sandbox")
 

@@ -6,8 +6,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pydantic import ValidationError
+
 from orchestrator.evaluators.pool import SchemaPool, SchemaTimeout, SchemaUnusable
+from orchestrator.peers.errors import PeerRejected
 from orchestrator.peers.http import SandboxPeer
+from shared.sandbox.client import EXECUTE, invalid_fields
+from shared.sandbox.schemas import ExecuteRequest, ExecutionStatus, TestStatus
 
 
 @dataclass
@@ -81,38 +86,51 @@ class PythonTestsEvaluator:
         self.timeout_s = timeout_s
 
     async def evaluate(self, job: EvaluationJob, *, key: str) -> EvaluationResult:
-        request: dict[str, Any] = {
-            "code": job.output,
-            "tests": job.tests or "",
-            "timeout_s": self.timeout_s,
-        }
-        if job.entry_point:
-            request["entry_point"] = job.entry_point
-        result = await self.sandbox.execute(request, key=key)
-        tests = result.get("tests", [])
-        failed = [t for t in tests if t.get("status") not in ("passed", "skipped")]
-        ran = [t for t in tests if t.get("status") != "skipped"]
-        passed = result.get("status") == "passed"
+        result = await self.sandbox.execute(self._request(job, key), key=key)
+        failed = [
+            t for t in result.tests if t.status not in (TestStatus.passed, TestStatus.skipped)
+        ]
+        ran = [t for t in result.tests if t.status is not TestStatus.skipped]
+        passed = result.status is ExecutionStatus.passed
         if passed:
             summary = f"all {len(ran)} test(s) passed"
         else:
-            lines = [
-                f"{t.get('name', '?')}: {t.get('status')} {t.get('message', '')}".strip()
-                for t in failed[:10]
-            ]
-            if result.get("message"):
-                lines.insert(0, str(result["message"])[:500])
-            head = f"{result.get('status')}: {len(ran) - len(failed)}/{len(ran)} test(s) passed"
-            stderr = (result.get("stderr") or "").strip()
+            lines = [f"{t.name}: {t.status.value} {t.message}".strip() for t in failed[:10]]
+            if result.message:
+                lines.insert(0, result.message[:500])
+            head = f"{result.status.value}: {len(ran) - len(failed)}/{len(ran)} test(s) passed"
+            stderr = result.stderr.strip()
             summary = "\n".join([head, *lines] + ([f"stderr: {stderr[-1500:]}"] if stderr else []))
         return EvaluationResult(
             passed,
             summary,
             {
-                "status": result.get("status"),
-                "tests": tests,
-                "stdout": (result.get("stdout") or "")[-4000:],
-                "stderr": (result.get("stderr") or "")[-4000:],
-                "duration_ms": result.get("duration_ms"),
+                "status": result.status.value,
+                "tests": [t.model_dump(mode="json") for t in result.tests],
+                "stdout": result.stdout[-4000:],
+                "stderr": result.stderr[-4000:],
+                "duration_ms": result.duration_ms,
             },
         )
+
+    def _request(self, job: EvaluationJob, key: str) -> ExecuteRequest:
+        """The job as the sandbox takes it; one it would refuse (an entry point it cannot
+        call) is refused here as the sandbox would: a 422, final for the run."""
+        fields: dict[str, Any] = {
+            "code": job.output,
+            "tests": job.tests or "",
+            "timeout_s": self.timeout_s,
+        }
+        if job.entry_point:
+            fields["entry_point"] = job.entry_point
+        try:
+            return ExecuteRequest.model_validate(fields)
+        except ValidationError as exc:
+            raise PeerRejected(
+                f"sandbox refuses the job: {invalid_fields(exc)}",
+                status=422,
+                error="ValidationError",
+                peer="sandbox",
+                path=EXECUTE,
+                key=key,
+            ) from exc

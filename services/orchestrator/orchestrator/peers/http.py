@@ -1,4 +1,6 @@
-"""HTTP clients for the peers: one pooled keep-alive ``httpx.AsyncClient`` per peer."""
+"""HTTP clients for the peers: one pooled keep-alive ``httpx.AsyncClient`` per peer.
+
+The sandbox's own typed client (``shared.sandbox.client``) speaks through a ``Peer`` too."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from shared.contracts import (
     ReviseRequest,
 )
 from shared.errors import BudgetExceeded
+from shared.sandbox.schemas import ExecuteRequest, ExecuteResult
 
 TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 # a 504 that says the request's own time ran out: sending it again would take as long
@@ -35,7 +38,9 @@ class CriticPeer(Protocol):
 
 
 class SandboxPeer(Protocol):
-    async def execute(self, job: dict[str, Any], *, key: str) -> dict[str, Any]: ...
+    """The sandbox's typed client (``shared.sandbox.client.SandboxClient``) over a ``Peer``."""
+
+    async def execute(self, request: ExecuteRequest, *, key: str) -> ExecuteResult: ...
 
 
 SHARDS = 8
@@ -166,18 +171,6 @@ class HttpCritic:
     async def critique(self, request: CritiqueRequest, *, key: str) -> CritiqueResult:
         body = await self.peer.post("/v1/critique", request.model_dump(mode="json"), key)
         return CritiqueResult.model_validate(body)
-
-
-class HttpSandbox:
-    def __init__(self, peer: Peer) -> None:
-        self.peer = peer
-
-    async def execute(self, job: dict[str, Any], *, key: str) -> dict[str, Any]:
-        result = await self.peer.post("/v1/execute", job, key)
-        if result.get("error_class") == "environment":
-            reason = result.get("message") or result.get("stderr") or "no detail"
-            raise PeerUnavailable(f"sandbox could not run the job: {str(reason)[:300]}")
-        return result
 
 
 @functools.cache

@@ -20,10 +20,10 @@ from sandbox.isolation.bwrap import BwrapOptions, bwrap_command, find_bwrap
 from sandbox.isolation.cgroup import PidsCgroups
 from sandbox.isolation.identity import SandboxIdentity, preexec, sandbox_identity
 from sandbox.isolation.seccomp import SeccompProgram, SeccompUnavailable, build_seccomp_program
-from sandbox.schemas import IsolationLayer, IsolationMode
 from sandbox.settings import SandboxSettings
 from shared.errors import ConfigurationError
 from shared.logging import is_secret_key
+from shared.sandbox.schemas import IsolationLayer, IsolationMode
 
 INSIDE_SOURCE = Path(__file__).resolve().parent.parent / "inside"
 INSIDE_FILES = ("zygote.py", "harness.py")

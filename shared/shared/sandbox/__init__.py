@@ -1,0 +1,2 @@
+"""The sandbox's wire contract: its request and response DTOs (``schemas``) and the typed
+client other services call it through (``client``)."""
