@@ -1,5 +1,5 @@
 # Crosscheck: the two commands are `make run` and `make test`.
-.PHONY: run test lint fmt typecheck pytest bench install
+.PHONY: run test lint fmt typecheck pytest bench install docs
 
 install:        ## install uv, system packages and the locked Python environment
 	scripts/bootstrap.sh --dev
@@ -33,3 +33,8 @@ pytest:         ## only the tests (after `make install`)
 # (`uv run --frozen python -m bench.report` re-renders the report without running anything).
 bench:          ## benchmarks, then one report: bench/REPORT.md with PNG plots beside it
 	uv run --frozen --group dev --group bench python -m bench
+
+# The docs site (MkDocs Material, docs/ and mkdocs.yml) into var/site/; its hooks generate the
+# configuration reference and the HTTP API pages from the code. Nothing is fetched from outside.
+docs:           ## build the docs site into var/site (open var/site/index.html)
+	NO_MKDOCS_2_WARNING=1 uv run --frozen --group docs mkdocs build --strict --site-dir var/site

@@ -55,7 +55,8 @@ fi
 # --- the Python environment, exactly as locked
 log "syncing the Python environment (.venv) from uv.lock"
 if ((DEV)); then
-  uv sync --frozen --all-packages --all-extras --group dev --quiet
+  # the docs group is mkdocs-material: `make docs` and the test suite's strict docs build
+  uv sync --frozen --all-packages --all-extras --group dev --group docs --quiet
 else
   # --inexact: no dev tool is installed, and one already there (from `make test`) stays
   uv sync --frozen --all-packages --all-extras --inexact --quiet

@@ -23,6 +23,9 @@ stop_build() { signal_build CONT; signal_build TERM; }  # the build's whole proc
 echo "== ruff check";  uv run --frozen ruff check .
 echo "== ruff format"; uv run --frozen ruff format --check .
 echo "== mypy";        uv run --frozen mypy
+# the docs site, strict: a broken link, anchor or nav entry, or a warning of its hooks, fails
+echo "== docs";        NO_MKDOCS_2_WARNING=1 uv run --frozen mkdocs build --strict --quiet \
+                         --site-dir var/docs-site
 
 echo "== test services"
 # scripts/test-services.py prints `export` lines: CROSSCHECK_TEST_POSTGRES_URL,

@@ -124,6 +124,30 @@ def screenshot(page: Page, path: Path) -> Path:
     return path
 
 
+DOCS_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "assets" / "screenshots"
+# read at import: every test's environment is cleaned of CROSSCHECK_* (tests/conftest.py)
+DOCS_SCREENSHOTS_ON = os.environ.get("CROSSCHECK_DOCS_SCREENSHOTS") == "1"
+
+
+def for_docs(path: Path, name: str, *, whole: bool = False) -> None:
+    """With CROSSCHECK_DOCS_SCREENSHOTS=1, a copy for the reviewer's guide in
+    docs/assets/screenshots/: the top 1280x800 of the page (or, ``whole``, the page shrunk to
+    fit in it), in 256 colours to keep the repository small. Off by default, so that a test
+    run never changes the tree."""
+    if not DOCS_SCREENSHOTS_ON:
+        return
+    DOCS_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    with Image.open(path) as image:
+        if whole:
+            small = image.convert("RGB")
+            small.thumbnail((1280, 800))
+        else:
+            small = image.convert("RGB").crop(
+                (0, 0, min(image.width, 1280), min(image.height, 800))
+            )
+        small.quantize(colors=256).save(DOCS_SCREENSHOTS / name, optimize=True)
+
+
 def report(message: str) -> None:
     """A line for whoever runs the test (shown with -s, and with a failure's captured output)."""
     print(message, flush=True)  # noqa: T201

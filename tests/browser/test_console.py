@@ -19,7 +19,14 @@ from playwright.sync_api import BrowserContext, Page, ViewportSize, expect, sync
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from console.views.login import COOKIE
-from tests.browser.conftest import CHROMIUM_ARGS, Platform, keep_artifact, report, screenshot
+from tests.browser.conftest import (
+    CHROMIUM_ARGS,
+    Platform,
+    for_docs,
+    keep_artifact,
+    report,
+    screenshot,
+)
 from tests.support.fakemodel import user_text
 
 RITA, BOB = "rita.reviewer", "bob.reviewer"
@@ -29,6 +36,12 @@ COMMENT = "Mention the Moon and say why there are two high tides a day."
 # CI machine a tick can be seconds late).
 LIVE_MS = 15_000
 WIDTH = 1280
+# screenshot -> (its name in docs/assets/screenshots/, shrunk whole rather than its top cut)
+DOCS_SHOTS = {
+    "console-decide-1280x800.png": ("review.png", False),
+    "console-review.png": ("review-points.png", True),
+    "console-code-review.png": ("code-review.png", True),
+}
 # the output in the Review page's first tab, "Quotes marked"
 MARKED = ".st-key-output-marked"
 CODE = (
@@ -235,6 +248,9 @@ def test_reviewers_in_the_browser(chromium: Path, platform: Platform, tmp_path: 
 
     def shot(page: Page, name: str) -> None:
         shots.append(screenshot(page, tmp_path / name))
+        if name in DOCS_SHOTS:  # the reviewer's guide's pictures (CROSSCHECK_DOCS_SCREENSHOTS=1)
+            docs_name, whole = DOCS_SHOTS[name]
+            for_docs(shots[-1], docs_name, whole=whole)
 
     with sync_playwright() as p:
         browser = p.chromium.launch(
