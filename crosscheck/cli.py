@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
 import signal
+import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import httpx
 import typer
@@ -52,9 +54,7 @@ from shared.orchestration import (
     RunPublic,
     RunStatus,
 )
-
-if TYPE_CHECKING:
-    from research.corpus import CorpusStore
+from shared.research_client import CorpusListing, ResearchClient, ResearchError
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -957,41 +957,130 @@ def _publish_intercept(url: str | None, token: str | None, doc: dict[str, Any], 
 # ------------------------------------------------------------------ corpus
 
 corpus = typer.Typer(
-    help="The Research service's local corpus (SQLite FTS5 file or Postgres full-text search).",
+    help="The Research service's local corpus (SQLite FTS5 file or Postgres full-text search), "
+    "managed through the service's API.",
     no_args_is_help=True,
 )
 app.add_typer(corpus, name="corpus")
-DEFAULT_CORPUS_DB = "var/research/corpus.sqlite"
+DEFAULT_RESEARCH_PORT = 8005
+CORPUS_TIMEOUT_S = 300.0  # one upload: a large PDF is parsed and indexed before the answer
 CorpusDb = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--db",
-        envvar=["RESEARCH_CORPUS_URL", "RESEARCH_CORPUS_DB"],
-        help="The corpus: a SQLite file, or a postgresql:// URL. Default: RESEARCH_CORPUS_URL, "
-        "else RESEARCH_CORPUS_DB, else the platform's DATABASE_URL when it is Postgres (as "
-        "`crosscheck up` gives the Research service), else var/research/corpus.sqlite.",
+        help="Work on this corpus without a running Research service: a SQLite file or a "
+        "postgresql:// URL (the service's API runs in this process). Default: the corpus of "
+        "the Research service at --research-url.",
+        show_default=False,
+    ),
+]
+ResearchUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--research-url",
+        help="The Research service. Default: RESEARCH_URL, else var/crosscheck.env, else "
+        f"http://127.0.0.1:{DEFAULT_RESEARCH_PORT} (RESEARCH_PORT).",
+        show_default=False,
+    ),
+]
+ServiceToken = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        help="Service token. Default: CROSSCHECK_SERVICE_TOKEN, else var/crosscheck.env.",
+        show_default=False,
     ),
 ]
 
 
-def _open_corpus(db: str) -> CorpusStore:
-    """The corpus store at ``db``, checked to answer (a clear error, not a traceback)."""
-    from crosscheck.launcher import corpus_url_for
-    from research.corpora import open_corpus
-    from research.corpus import CorpusUnavailable, is_postgres_url
+def _research_url(option: str | None) -> str:
+    """--research-url, else RESEARCH_URL, else what ``crosscheck up`` wrote, else the port."""
+    from crosscheck.client import CREDENTIALS_PATH, read_env_file
 
-    if db == DEFAULT_CORPUS_DB and not os.environ.get("RESEARCH_CORPUS_DB"):
-        db = corpus_url_for(os.environ.get("DATABASE_URL", "")) or db
-    if "://" in db and not is_postgres_url(db):
-        raise typer.BadParameter("a SQLite file path or a postgresql:// URL", param_hint="--db")
-    index = open_corpus(db)
+    found = option or os.environ.get("RESEARCH_URL")
+    if not found and CREDENTIALS_PATH.is_file():
+        found = read_env_file(CREDENTIALS_PATH).get("RESEARCH_URL")
+    port = os.environ.get("RESEARCH_PORT") or str(DEFAULT_RESEARCH_PORT)
+    found = found or f"http://127.0.0.1:{port}"
+    if not found.startswith(("http://", "https://")):
+        raise typer.BadParameter("use http://HOST:PORT", param_hint="--research-url")
+    return found
+
+
+@asynccontextmanager
+async def _research(
+    db: str | None, url: str | None, token: str | None
+) -> AsyncIterator[ResearchClient]:
+    """A ``ResearchClient`` of the Research service, or (``--db``) of the service's app run in
+    this process on that corpus: either way the corpus is changed by the service's code."""
+    if db is None:
+        client = ResearchClient(
+            _research_url(url), _service_token(token), timeout_s=CORPUS_TIMEOUT_S
+        )
+        try:
+            yield client
+        finally:
+            await client.aclose()
+        return
+    import secrets
+
+    from research.app import create_app
+    from research.settings import ResearchSettings
+    from shared.logging import configure_logging
+
+    service_token = secrets.token_urlsafe(32)
+    target = {"corpus_url": db} if "://" in db else {"corpus_url": None, "corpus_db": Path(db)}
     try:
-        index.count()
-    except CorpusUnavailable as exc:
-        index.close()
-        err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
-        raise typer.Exit(1) from None
-    return index
+        settings = ResearchSettings(
+            service_token=service_token,
+            backend="corpus",
+            cache=False,
+            distill=False,
+            **target,
+        )
+    except ValidationError as exc:
+        reason = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+        raise typer.BadParameter(reason, param_hint="--db") from None
+    # the service's own lines (it started, each request) are not this command's output: only
+    # its warnings, on stderr, with the database password redacted
+    configure_logging(
+        "research", level="WARNING", json=False, secrets=settings.secrets(), stream=sys.stderr
+    )
+    service = create_app(settings)
+    transport = httpx.ASGITransport(app=service)
+    async with (
+        service.router.lifespan_context(service),
+        httpx.AsyncClient(transport=transport, timeout=CORPUS_TIMEOUT_S) as http,
+    ):
+        yield ResearchClient("http://research", service_token, client=http)
+
+
+def _corpus_failed(exc: ResearchError, db: str | None) -> typer.Exit:
+    """Print why the corpus call failed (and what to do when no service answered)."""
+    err_console.print(f"[bold red]error:[/] {escape(exc.message)}", soft_wrap=True)
+    if exc.status_code is None and db is None:
+        err_console.print(
+            "Start the platform with `crosscheck up` (or point --research-url at the Research "
+            "service), or pass --db FILE|postgresql://... to work on a corpus directly.",
+            soft_wrap=True,
+        )
+    return typer.Exit(1)
+
+
+def _corpus_files(root: Path, formats: list[str]) -> list[Path]:
+    """``root`` itself, or every file under it in one of ``formats`` (sorted, hidden ones
+    skipped)."""
+    if root.is_file():
+        return [root]
+    if not root.is_dir():
+        raise typer.BadParameter(f"{root}: no such file or folder", param_hint="PATH")
+    return sorted(
+        p
+        for p in root.rglob("*")
+        if p.is_file()
+        and p.suffix.lower() in formats
+        and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    )
 
 
 @corpus.command("add")
@@ -1005,28 +1094,36 @@ def corpus_add(
             show_default=False,
         ),
     ] = None,
-    db: CorpusDb = DEFAULT_CORPUS_DB,
+    db: CorpusDb = None,
+    research_url: ResearchUrl = None,
+    token: ServiceToken = None,
 ) -> None:
     """Add Markdown, text, HTML and PDF files to the corpus. A file added again replaces
     its earlier version (same URL), so nothing is indexed twice."""
+    if not path.exists():
+        raise typer.BadParameter(f"{path}: no such file or folder", param_hint="PATH")
+    asyncio.run(_corpus_add(path, url, db, research_url, token))
+
+
+async def _corpus_add(
+    path: Path, url: str | None, db: str | None, research_url: str | None, token: str | None
+) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from research.corpus import UnsupportedDocument, find_files, read_document
-
-    try:
-        files = find_files(path)
-    except UnsupportedDocument as exc:
-        raise typer.BadParameter(exc.message, param_hint="PATH") from None
-    if not files:
-        raise typer.BadParameter(f"{path}: no Markdown, text, HTML or PDF file in it")
-    if url is not None and len(files) != 1:
-        raise typer.BadParameter(
-            "--url names one file's source; PATH holds several", param_hint="--url"
-        )
-    index = _open_corpus(db)
     added = passages = 0
     skipped: list[str] = []
-    try:
+    async with _research(db, research_url, token) as research:
+        try:
+            summary = await research.corpus()
+        except ResearchError as exc:
+            raise _corpus_failed(exc, db) from None
+        files = _corpus_files(path, summary.formats)
+        if not files:
+            raise typer.BadParameter(f"{path}: no Markdown, text, HTML or PDF file in it")
+        if url is not None and len(files) != 1:
+            raise typer.BadParameter(
+                "--url names one file's source; PATH holds several", param_hint="--url"
+            )
         with Progress(
             TextColumn("[progress.description]{task.description}"),
             BarColumn(),
@@ -1037,17 +1134,34 @@ def corpus_add(
             task = progress.add_task("indexing", total=len(files))
             for file in files:
                 progress.update(task, description=escape(file.name))
+                resolved = file.resolve()
                 try:
-                    passages += index.add(read_document(file, url))
+                    if resolved.stat().st_size > summary.max_bytes:
+                        raise ResearchError(
+                            f"over the corpus's limit of {summary.max_bytes} bytes", 413
+                        )
+                    document = await research.add_document(
+                        resolved.read_bytes(),
+                        filename=resolved.name,
+                        url=url or resolved.as_uri(),
+                    )
+                except OSError as exc:
+                    skipped.append(f"{file}: {exc.strerror or exc}")
+                except ResearchError as exc:
+                    if exc.status_code is None or exc.status_code >= 500:
+                        raise _corpus_failed(exc, db) from None
+                    skipped.append(f"{file}: {exc.message}")
+                else:
+                    passages += document.passages
                     added += 1
-                except (UnsupportedDocument, OSError) as exc:
-                    skipped.append(f"{file}: {exc}")
                 progress.advance(task)
-        total = index.count()
-    finally:
-        index.close()
+        try:
+            summary = await research.corpus()
+        except ResearchError as exc:
+            raise _corpus_failed(exc, db) from None
     console.print(
-        f"added {added} document(s), {passages} passage(s); {total} in {escape(index.location)}"
+        f"added {added} document(s), {passages} passage(s); {summary.documents} in "
+        f"{escape(summary.location)}"
     )
     for line in skipped:
         err_console.print(f"[yellow]skipped[/] {escape(line)}", soft_wrap=True)
@@ -1057,44 +1171,53 @@ def corpus_add(
 
 @corpus.command("list")
 def corpus_list(
-    db: CorpusDb = DEFAULT_CORPUS_DB,
+    db: CorpusDb = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
+    research_url: ResearchUrl = None,
+    token: ServiceToken = None,
 ) -> None:
     """The corpus's documents: URL, title, format, passages."""
-    index = _open_corpus(db)
-    try:
-        documents = index.documents()
-    finally:
-        index.close()
+
+    async def fetch() -> CorpusListing:
+        async with _research(db, research_url, token) as research:
+            try:
+                listing = await research.corpus_documents()
+            except ResearchError as exc:
+                raise _corpus_failed(exc, db) from None
+        return listing
+
+    listing = asyncio.run(fetch())
     if as_json:
-        for d in documents:
-            console.print_json(
+        for d in listing.documents:  # one object a line, whatever the terminal's width
+            typer.echo(
                 json.dumps({"url": d.url, "title": d.title, "kind": d.kind, "passages": d.passages})
             )
         return
     table = Table("URL", "title", "format", "passages")
-    for d in documents:
+    for d in listing.documents:
         table.add_row(escape(d.url), escape(d.title), d.kind, str(d.passages))
     console.print(table)
-    console.print(f"{len(documents)} document(s) in {escape(index.location)}")
+    console.print(f"{len(listing.documents)} document(s) in {escape(listing.location)}")
 
 
 @corpus.command("remove")
 def corpus_remove(
     target: Annotated[str, typer.Argument(help="A document's URL, or a file path.")],
-    db: CorpusDb = DEFAULT_CORPUS_DB,
+    db: CorpusDb = None,
+    research_url: ResearchUrl = None,
+    token: ServiceToken = None,
 ) -> None:
     """Remove one document from the corpus."""
     url = target if "://" in target else Path(target).resolve().as_uri()
-    index = _open_corpus(db)
-    try:
-        removed = index.remove(url)
-    finally:
-        index.close()
-    if not removed:
-        where = escape(index.location)
-        err_console.print(f"[bold red]error:[/] no document {escape(url)} in {where}")
-        raise typer.Exit(1)
+
+    async def remove() -> None:
+        async with _research(db, research_url, token) as research:
+            try:
+                await research.remove_document(url)
+            except ResearchError as exc:
+                raise _corpus_failed(exc, db) from None
+
+    asyncio.run(remove())
     console.print(f"removed {escape(url)}")
 
 

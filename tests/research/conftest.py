@@ -121,3 +121,20 @@ async def fake_search() -> AsyncIterator[tuple[str, FakeSearchState]]:
     app, state = create_fake_search()
     async with uvicorn_serving(app) as url:
         yield url, state
+
+
+def corpus_settings(token: str, corpus: str | Path, **overrides: Any) -> ResearchSettings:
+    """A service on the corpus at ``corpus`` (a SQLite file or a Postgres URL) that makes no
+    model call and keeps no cache: what the corpus API and ``crosscheck corpus`` need."""
+    target: dict[str, Any] = (
+        {"corpus_url": corpus} if isinstance(corpus, str) and "://" in corpus else {}
+    )
+    values: dict[str, Any] = {
+        "service_token": token,
+        "corpus_db": Path(corpus) if not target else Path("unused.sqlite"),
+        "cache": False,
+        "distill": False,
+        **target,
+        **overrides,
+    }
+    return ResearchSettings(**values)

@@ -1,16 +1,14 @@
-"""The local corpus: each format ingested, ranking, spans, re-adding replaces, the CLI; every
-store test runs on the SQLite FTS5 file and on the test Postgres server (a fresh database)."""
+"""The local corpus: each format ingested, ranking, spans, re-adding replaces; every store
+test runs on the SQLite FTS5 file and on the test Postgres server (a fresh database). The CLI
+that manages it is tested in tests/crosscheck/test_corpus_cli.py."""
 
 from __future__ import annotations
 
-import re
 import zlib
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from crosscheck.cli import app
 from research.corpora import open_corpus
 from research.corpus import (
     CorpusIndex,
@@ -58,9 +56,8 @@ def make_pdf(path: Path, lines: list[str]) -> Path:
     return path
 
 
-@pytest.fixture
-def files(tmp_path) -> Path:
-    root = tmp_path / "docs"
+def write_sample_files(root: Path) -> Path:
+    """One document of each format, and an image the corpus does not read, in ``root``."""
     root.mkdir()
     (root / "bridge.md").write_text("# The Golden Gate\n\nThe Golden Gate Bridge opened in 1937.\n")
     (root / "notes.txt").write_text("Tides follow the Moon.\n")
@@ -74,6 +71,11 @@ def files(tmp_path) -> Path:
     make_pdf(root / "report.pdf", ["The Hoover Dam was completed in 1936.", "It is in Nevada."])
     (root / "image.png").write_bytes(b"\x89PNG")
     return root
+
+
+@pytest.fixture
+def files(tmp_path) -> Path:
+    return write_sample_files(tmp_path / "docs")
 
 
 def test_each_format_is_read_with_a_stable_file_url_and_a_title(files):
@@ -179,92 +181,6 @@ def test_both_stores_find_the_same_passages_with_the_same_spans(tmp_path):
     for query, a, b in zip(queries, sqlite, postgres, strict=True):
         assert a[0] == b[0], query  # the best passage, and its span, are the same
         assert sorted(a) == sorted(b), query  # the same passages (the order may differ)
-
-
-def test_the_cli_adds_every_format_once_lists_and_removes(files, corpus_target):
-    db = corpus_target
-    runner = CliRunner()
-    first = runner.invoke(app, ["corpus", "add", str(files), "--db", db])
-    assert first.exit_code == 0, first.output
-    assert "added 4 document(s)" in first.output
-    again = runner.invoke(app, ["corpus", "add", str(files / "bridge.md"), "--db", db])
-    assert again.exit_code == 0, again.output
-    assert "4 in" in again.output  # replaced, not duplicated
-    listed = runner.invoke(app, ["corpus", "list", "--db", db, "--json"])
-    urls = {line for line in listed.output.split() if "file://" in line}
-    assert len(urls) == 4
-    index = open_corpus(db)
-    assert len(index.search("Golden Gate", 5)) == 1
-    index.close()
-    removed = runner.invoke(app, ["corpus", "remove", str(files / "notes.txt"), "--db", db])
-    assert removed.exit_code == 0, removed.output
-    assert (
-        runner.invoke(app, ["corpus", "remove", str(files / "notes.txt"), "--db", db]).exit_code
-        == 1
-    )
-    index = open_corpus(db)
-    assert index.count() == 3
-    assert index.search("Tides Moon", 5) == []
-    index.close()
-
-
-def test_the_cli_reads_the_corpus_url_from_the_environment(files, monkeypatch):
-    from tests.support.databases import fresh_postgres_database
-
-    with fresh_postgres_database("cc_corpus") as url:
-        monkeypatch.setenv("RESEARCH_CORPUS_URL", url)
-        monkeypatch.setenv("RESEARCH_CORPUS_DB", "/nonexistent/ignored.sqlite")
-        result = CliRunner().invoke(app, ["corpus", "add", str(files / "bridge.md")])
-        assert result.exit_code == 0, result.output
-        index = open_corpus(url)
-        assert [d.title for d in index.documents()] == ["The Golden Gate"]
-        index.close()
-
-
-def test_the_cli_follows_a_platform_on_postgres_like_the_service(files, monkeypatch):
-    from crosscheck.launcher import corpus_url_for
-    from tests.support.databases import fresh_postgres_database
-
-    with fresh_postgres_database("cc_corpus") as url:
-        monkeypatch.delenv("RESEARCH_CORPUS_URL", raising=False)
-        monkeypatch.delenv("RESEARCH_CORPUS_DB", raising=False)
-        monkeypatch.setenv("DATABASE_URL", url)
-        monkeypatch.chdir(files)  # no var/research/corpus.sqlite appears here either
-        result = CliRunner().invoke(app, ["corpus", "add", str(files / "bridge.md")])
-        assert result.exit_code == 0, result.output
-        assert not (files / "var").exists()
-        index = open_corpus(corpus_url_for(url) or "")
-        assert [d.title for d in index.documents()] == ["The Golden Gate"]
-        index.close()
-
-
-def test_an_unreachable_postgres_corpus_is_a_clear_error_without_the_password(files):
-    from tests.support.servers import free_port
-
-    url = f"postgresql://corpus:s3cr3t-pw@127.0.0.1:{free_port()}/corpus"
-    result = CliRunner().invoke(app, ["corpus", "list", "--db", url])
-    assert result.exit_code == 1
-    plain = " ".join(result.output.split())
-    assert "cannot be reached" in plain
-    assert "corpus:***@127.0.0.1" in plain
-    assert "s3cr3t-pw" not in result.output
-
-
-def test_the_cli_refuses_a_url_that_is_not_postgres(files):
-    result = CliRunner().invoke(app, ["corpus", "list", "--db", "mysql://x@host/db"])
-    assert result.exit_code == 2
-    assert "postgresql://" in " ".join(re.sub(r"[│╭╮╰╯─]", " ", result.output).split())
-
-
-def test_the_cli_refuses_a_folder_without_documents(tmp_path):
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    result = CliRunner().invoke(
-        app, ["corpus", "add", str(empty), "--db", str(tmp_path / "x.sqlite")]
-    )
-    assert result.exit_code == 2
-    plain = " ".join(re.sub(r"[│╭╮╰╯─]", " ", result.output).split())
-    assert "no Markdown, text, HTML or PDF file" in plain
 
 
 def test_the_index_file_is_private(tmp_path):

@@ -85,6 +85,30 @@ def require_redis() -> str:
     return url
 
 
+async def redis_keys_under(url: str, prefix: str) -> list[str]:
+    """The keys a test wrote under its own ``prefix`` of the test Redis."""
+    import redis.asyncio as aioredis
+
+    client = aioredis.Redis.from_url(url, decode_responses=True)
+    try:
+        return [key async for key in client.scan_iter(match=f"{prefix}*")]
+    finally:
+        await client.aclose()
+
+
+async def drop_redis_prefix(url: str, prefix: str) -> None:
+    """Delete a test's keys: only its ``prefix``, never the whole (shared) database."""
+    import redis.asyncio as aioredis
+
+    keys = await redis_keys_under(url, prefix)
+    if keys:
+        client = aioredis.Redis.from_url(url)
+        try:
+            await client.delete(*keys)
+        finally:
+            await client.aclose()
+
+
 @contextmanager
 def fresh_postgres_database(prefix: str = "cc_test", *, migrated: bool = False) -> Iterator[str]:
     """A new database on the test server for one test, dropped afterwards: empty, or

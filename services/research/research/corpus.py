@@ -12,6 +12,7 @@ from); adding it again replaces it. A passage keeps its span: the character offs
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import sqlite3
@@ -20,7 +21,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Protocol
 
 from shared.errors import BadRequest
@@ -166,55 +167,56 @@ def read_html(html: str, fallback_title: str) -> tuple[str, str]:
     return text, title
 
 
-def read_pdf(path: Path) -> str:
+def read_pdf(content: bytes) -> str:
     from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
 
     try:
-        reader = PdfReader(path)
+        reader = PdfReader(io.BytesIO(content))
         return "\n\n".join((page.extract_text() or "").strip() for page in reader.pages)
-    except (PdfReadError, OSError, ValueError) as exc:
-        raise UnsupportedDocument(f"{path}: not a readable PDF ({exc})") from exc
+    except Exception as exc:  # any parser failure on the bytes given is a file it cannot read
+        raise UnsupportedDocument(f"not a readable PDF ({exc})") from exc
+
+
+def check_format(name: str) -> str:
+    """The suffix of the file ``name``, when the corpus reads that format."""
+    suffix = PurePath(name).suffix.lower()
+    if suffix not in SUPPORTED_SUFFIXES:
+        raise UnsupportedDocument(
+            f"unsupported format {suffix or '(none)'}; the corpus reads "
+            + ", ".join(sorted(SUPPORTED_SUFFIXES))
+        )
+    return suffix
+
+
+def parse_document(content: bytes, name: str, url: str) -> Document:
+    """One file's bytes as a document: its name ``name`` says the format and gives the title
+    when the text has none; ``url`` is its stable URL. A refusal says why (not which file:
+    the caller knows)."""
+    suffix = check_format(name)
+    stem = PurePath(name).stem
+    if suffix in PDF_SUFFIXES:
+        text, title, kind = read_pdf(content), stem, "pdf"
+    elif suffix in HTML_SUFFIXES:
+        text, title = read_html(content.decode("utf-8", errors="replace"), stem)
+        kind = "html"
+    else:
+        text = content.decode("utf-8", errors="replace")
+        kind = "markdown" if suffix in {".md", ".markdown"} else "text"
+        title = _title_from_markdown(text, stem) if kind == "markdown" else stem
+    if not text.strip():
+        raise UnsupportedDocument("no text found in it")
+    return Document(url=url, title=title, kind=kind, text=text)
 
 
 def read_document(path: Path, url: str | None = None) -> Document:
     """Read one file into a document; ``url`` (the URL it was fetched from) or its
     ``file://`` absolute path is its stable URL."""
     path = path.resolve()
-    suffix = path.suffix.lower()
-    stable = url or path.as_uri()
-    if suffix in PDF_SUFFIXES:
-        text, title, kind = read_pdf(path), path.stem, "pdf"
-    elif suffix in HTML_SUFFIXES:
-        text, title = read_html(path.read_text(encoding="utf-8", errors="replace"), path.stem)
-        kind = "html"
-    elif suffix in TEXT_SUFFIXES:
-        text = path.read_text(encoding="utf-8", errors="replace")
-        kind = "markdown" if suffix in {".md", ".markdown"} else "text"
-        title = _title_from_markdown(text, path.stem) if kind == "markdown" else path.stem
-    else:
-        raise UnsupportedDocument(
-            f"{path}: unsupported format {suffix or '(none)'}; the corpus reads "
-            + ", ".join(sorted(SUPPORTED_SUFFIXES))
-        )
-    if not text.strip():
-        raise UnsupportedDocument(f"{path}: no text found in it")
-    return Document(url=stable, title=title, kind=kind, text=text)
-
-
-def find_files(root: Path) -> list[Path]:
-    """``root`` itself, or every supported file under it (sorted, hidden ones skipped)."""
-    if root.is_file():
-        return [root]
-    if not root.is_dir():
-        raise UnsupportedDocument(f"{root}: no such file or folder")
-    return sorted(
-        p
-        for p in root.rglob("*")
-        if p.is_file()
-        and p.suffix.lower() in SUPPORTED_SUFFIXES
-        and not any(part.startswith(".") for part in p.relative_to(root).parts)
-    )
+    try:
+        check_format(path.name)
+        return parse_document(path.read_bytes(), path.name, url or path.as_uri())
+    except UnsupportedDocument as exc:
+        raise UnsupportedDocument(f"{path}: {exc.message}") from exc
 
 
 # ------------------------------------------------------------------ the index

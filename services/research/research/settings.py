@@ -38,6 +38,13 @@ class ResearchSettings(ServiceSettings, ProviderSettings):
         "(full-text search with a GIN index) instead of RESEARCH_CORPUS_DB "
         "(RESEARCH_CORPUS_URL); `crosscheck corpus add` writes it too.",
     )
+    corpus_max_bytes: int = Field(
+        default=32 * 1024 * 1024,
+        ge=1024 * 1024,
+        le=1024 * 1024 * 1024,
+        description="The largest file `crosscheck corpus add` may upload, in bytes "
+        "(RESEARCH_CORPUS_MAX_BYTES); the service's request body limit follows it.",
+    )
     cache_db: Path = Field(
         default=Path("var/research/cache.sqlite"),
         description="SQLite file of the result cache (RESEARCH_CACHE_DB); unused when "
