@@ -1,8 +1,11 @@
-"""Small asyncio helpers that keep cancellation intact."""
+"""Small asyncio helpers: waits that keep cancellation intact, and waking a loop from any
+thread."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Any
 
 
 async def wait_until_set(event: asyncio.Event, timeout_s: float) -> bool:
@@ -18,3 +21,21 @@ async def wait_until_set(event: asyncio.Event, timeout_s: float) -> bool:
     except TimeoutError:
         return False
     return True
+
+
+def call_on_loop(
+    loop: asyncio.AbstractEventLoop | None, work: Callable[..., None], *args: Any
+) -> None:
+    """Run ``work(*args)`` on ``loop`` from any thread: at once when called on that loop,
+    else scheduled on it (``call_soon_threadsafe``). Nothing happens before there is a loop
+    or after it closed."""
+    if loop is None or loop.is_closed():
+        return
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        work(*args)
+    else:
+        loop.call_soon_threadsafe(work, *args)

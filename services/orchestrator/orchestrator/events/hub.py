@@ -14,6 +14,8 @@ import asyncio
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from shared.aio import call_on_loop
+
 # How often a subscriber polls when nothing wakes it: the only path for writers in other
 # processes when no listener runs (SQLite, or the Postgres listener is reconnecting).
 POLL_S = 1.0
@@ -72,17 +74,7 @@ class EventHub:
     def _on_loop(self, work: Callable[..., None], *args: Any) -> None:
         """Run ``work`` on the hub's loop: now when called there, else scheduled on it from
         this thread; nothing before the hub has a loop."""
-        loop = self._loop
-        if loop is None:
-            return
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            work(*args)
-        else:
-            loop.call_soon_threadsafe(work, *args)
+        call_on_loop(self._loop, work, *args)
 
     def _revoked(self) -> None:
         self.tokens_generation += 1

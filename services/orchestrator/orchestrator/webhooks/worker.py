@@ -40,7 +40,7 @@ from orchestrator.tables import utcnow
 from orchestrator.webhooks import notify, outbox
 from orchestrator.webhooks.secrets import SecretBox
 from orchestrator.webhooks.targets import TargetGuard, TargetRefused, Unresolvable, Verdict
-from shared.aio import wait_until_set
+from shared.aio import call_on_loop, wait_until_set
 from shared.logging import get_logger
 from shared.orchestration import DeliveryStatus, webhook_secret_bytes
 
@@ -103,17 +103,7 @@ class DeliveryWorker:
 
     def wake(self) -> None:
         """Safe from any thread: look for due deliveries now."""
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            return
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            self._event.set()
-        else:
-            loop.call_soon_threadsafe(self._event.set)
+        call_on_loop(self._loop, self._event.set)
 
     async def run_forever(self) -> None:
         self._loop = asyncio.get_running_loop()
