@@ -8,6 +8,12 @@ and starts only what that token may):
   past ``wait_s``, the run id to ask ``get_run`` about later.
 - ``get_run``: one run's status, stop reason, rounds and final output.
 - ``list_escalations``: the review items that wait for a person, as the token sees them.
+- ``request_review``: put a text before a person (a run whose first version is the text,
+  ``given_output``: no model drafts it) and wait for their decision: approved (the text
+  ships), edited (their edit ships), rejected, or commented (the Actor revises by their
+  points and the run goes on to what ships then); past ``wait_s``, the run id to ask
+  ``get_run`` about later. With ``critic_first`` the Critic critiques the text before the
+  person decides; the text never ships without the person's approval.
 
 Transports (the official ``mcp`` package): stdio, where the token is the CLI's (``--token``,
 ``CROSSCHECK_TOKEN`` or ``var/crosscheck.env``), and streamable HTTP, where every request
@@ -17,6 +23,7 @@ the orchestrator does not know, is answered 401 before any tool runs.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any, Literal, TypeVar
@@ -34,7 +41,15 @@ from crosscheck.client import (
     RunFailed,
     RunTimeout,
 )
-from shared.orchestration import ReviewKind, ReviewStatus, RunPublic
+from shared.contracts import MAX_OUTPUT_CHARS, MAX_TASK_CHARS
+from shared.orchestration import (
+    FINAL_STATUSES,
+    ReviewKind,
+    ReviewStatus,
+    ReviewSummary,
+    RunPublic,
+    RunStatus,
+)
 
 _caller: ContextVar[str | None] = ContextVar("crosscheck_mcp_caller", default=None)
 T = TypeVar("T")
@@ -43,9 +58,12 @@ INSTRUCTIONS = (
     "Crosscheck checks LLM output before it ships: an Actor drafts and revises, a Critic on "
     "another model provider critiques, and a person decides what the machines cannot. Use "
     "`check` for a text or code task; an escalated result names the review item a person "
-    "will decide."
+    "will decide. Use `request_review` to have a person decide on a text you already have."
 )
 MAX_WAIT_S = 3600.0
+REVIEW_TASK = "Review this text before it is used."
+POLL_S = (0.2, 2.0)  # request_review re-reads the run this often: from the first to the longest
+OPEN = (ReviewStatus.pending, ReviewStatus.claimed)
 
 
 class CheckResult(BaseModel):
@@ -85,6 +103,62 @@ class Escalation(BaseModel):
     task: str
     round: int
     review_url: str
+
+
+Outcome = Literal[
+    "approved", "edited", "revised", "rejected", "waiting", "running", "failed", "cancelled"
+]
+
+
+class ReviewResult(BaseModel):
+    """What a person decided on a text put before them, and what shipped."""
+
+    outcome: Outcome = Field(
+        description="approved: the text shipped as given; edited: the person's edit shipped; "
+        "revised: the Actor's revision (by the person's comment) shipped; rejected; waiting: "
+        "a person has yet to decide (see review_url); running: the machines are still working."
+    )
+    run_id: str
+    status: str = Field(description="The run's status.")
+    decision: str | None = Field(
+        default=None, description="The person's last decision: approve, edit, reject, comment."
+    )
+    decided_by: str | None = None
+    comment: str | None = Field(default=None, description="Their comment, or why they rejected.")
+    output: str | None = Field(default=None, description="The version that shipped.")
+    shipped_by: str | None = None
+    review_id: str | None = Field(default=None, description="The item a person decides next.")
+    review_url: str | None = Field(default=None, description="Its page in the console.")
+    message: str = Field(description="One sentence for the model to read.")
+
+
+def _refusal(response: httpx.Response) -> str:
+    """The API's refusal in one line: its detail, or each field a 422 names."""
+    try:
+        detail = response.json().get("detail")
+    except ValueError:
+        detail = response.text[:500]
+    if isinstance(detail, list):
+        detail = "; ".join(
+            f"{'.'.join(str(p) for p in e.get('loc', [])[1:]) or 'body'}: {e.get('msg')}"
+            for e in detail
+            if isinstance(e, dict)
+        )
+    return f"the orchestrator refused the run ({response.status_code}): {detail}"
+
+
+def _open_item(items: list[ReviewSummary]) -> ReviewSummary | None:
+    return next((item for item in items if item.status in OPEN), None)
+
+
+def _outcome(run: RunPublic, action: str | None) -> Outcome:
+    if run.status is RunStatus.succeeded:
+        if action in ("approve", "edit"):
+            return "approved" if action == "approve" else "edited"
+        return "revised"
+    if run.stop_reason == "review_rejected":
+        return "rejected"
+    return "cancelled" if run.status is RunStatus.cancelled else "failed"
 
 
 def _rounds(run: RunPublic) -> int:
@@ -240,7 +314,119 @@ def build_server(url: str, token: str | None = None, console_url: str | None = N
 
         return await guarded(read)
 
+    @server.tool(
+        description="Put a text before a person and wait for their decision: approve (the text "
+        "ships as it is), edit (their edit ships), reject, or comment (the Actor revises the text "
+        "by their points and the Critic checks the revision). `task` tells the person what the "
+        "text is for. critic_first: the Critic critiques the text before the person decides. The "
+        "text never ships without the person's approval. Waits up to wait_s; then returns the "
+        "run id to ask get_run about later."
+    )
+    async def request_review(
+        text: str = Field(min_length=1, max_length=MAX_OUTPUT_CHARS),
+        task: str = Field(default=REVIEW_TASK, min_length=1, max_length=MAX_TASK_CHARS),
+        critic_first: bool = False,
+        wait_s: float = Field(default=600.0, gt=0, le=MAX_WAIT_S),
+    ) -> ReviewResult:
+        caller = _caller.get() or token
+        if not caller:
+            raise ToolError("no Crosscheck token: pass --token or set CROSSCHECK_TOKEN")
+        body = {"task": task, "given_output": text, "critic_first": critic_first}
+        try:  # the client has no given_output (yet): the API directly, with the caller's token
+            async with httpx.AsyncClient(
+                base_url=url, timeout=30, headers={"Authorization": f"Bearer {caller}"}
+            ) as http:
+                created = await http.post("/v1/runs", json=body)
+        except httpx.HTTPError as exc:
+            raise ToolError(f"cannot reach the orchestrator at {url}: {exc}") from exc
+        if created.is_error:
+            raise ToolError(_refusal(created))
+        run_id = str(created.json()["id"])
+
+        async def wait(api: AsyncCrosscheck) -> ReviewResult:
+            return await _await_decision(api, run_id, wait_s)
+
+        return await guarded(wait)
+
     return server
+
+
+async def _await_decision(api: AsyncCrosscheck, run_id: str, wait_s: float) -> ReviewResult:
+    """Wait until the person decided and the run got somewhere: it ended, or a person must
+    decide again (after their comment the revision escalated, say); or until ``wait_s``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    pause = POLL_S[0]
+    while True:
+        run = await api.get(run_id)
+        # the machines stopped: the run ended, or waits for a person
+        still = run.status in FINAL_STATUSES or run.status is RunStatus.awaiting_review
+        items = await api.reviews(run_id=run_id) if still else []  # newest first
+        decided = [item for item in items if item.status is ReviewStatus.resolved]
+        open_item = _open_item(items)
+        if decided and (open_item is None or open_item.created_at > decided[0].created_at):
+            return await _result(api, run, decided[0], open_item)
+        if still and open_item is None and run.status in FINAL_STATUSES:
+            return await _result(api, run, None, None)  # ended with no decision to report
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            return _still(api, run, open_item)
+        await asyncio.sleep(min(pause, remaining))
+        pause = min(pause * 2, POLL_S[1])
+
+
+async def _result(
+    api: AsyncCrosscheck,
+    run: RunPublic,
+    decided: ReviewSummary | None,
+    open_item: ReviewSummary | None,
+) -> ReviewResult:
+    decision = ((await api.review(decided.id)).decision or {}) if decided else {}
+    action = decision.get("action")
+    who = decision.get("author")
+    said = {
+        "decision": action,
+        "decided_by": who,
+        "comment": decision.get("comment"),
+    }
+    if open_item is not None:  # the person spoke; the run needs a person again
+        return ReviewResult(
+            outcome="waiting",
+            run_id=run.id,
+            status=run.status,
+            review_id=open_item.id,
+            review_url=api._review_page(open_item.id),
+            message=f"{who} decided {action}; run {run.id} now waits for a person again "
+            f"({open_item.reason or open_item.kind}): nothing shipped yet",
+            **said,
+        )
+    outcome = _outcome(run, action)
+    shipped = run.status is RunStatus.succeeded
+    return ReviewResult(
+        outcome=outcome,
+        run_id=run.id,
+        status=run.status,
+        output=run.final_output if shipped else None,
+        shipped_by=run.shipped_by if shipped else None,
+        message=f"run {run.id}: {outcome}"
+        + (f" by {who}" if who and outcome != "revised" else "")
+        + ("; `output` is what shipped" if shipped else "; nothing shipped"),
+        **said,
+    )
+
+
+def _still(api: AsyncCrosscheck, run: RunPublic, open_item: ReviewSummary | None) -> ReviewResult:
+    person = open_item is not None
+    return ReviewResult(
+        outcome="waiting" if person else "running",
+        run_id=run.id,
+        status=run.status,
+        review_id=open_item.id if open_item else None,
+        review_url=api._review_page(open_item.id) if open_item else None,
+        message=f"run {run.id} is still "
+        + ("waiting for a person" if person else run.status)
+        + "; ask get_run with this run_id later",
+    )
 
 
 class BearerTokens:

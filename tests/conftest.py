@@ -26,6 +26,7 @@ ISOLATED_PREFIXES = (
     "CRITIC_URL",
     "SANDBOX_URL",
     "REDIS_URL",
+    "OTEL_",  # a developer's own collector must not receive the tests' traces
 )
 
 # Kept: where the test servers are (`make test` sets them; see tests/support/databases.py).

@@ -244,6 +244,23 @@ HttpUrlText = Annotated[
 
 MAX_LOCKED = 20
 MAX_LOCKED_CHARS = 20_000
+# The provenance of a round holding the caller's own first version (``given_output``).
+GIVEN_PROVENANCE = "given"
+
+
+def _says_something(value: str) -> str:
+    if not value.strip():
+        raise ValueError("is blank: give the text a person should review")
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters (U+0000)")
+    return value
+
+
+GivenText = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=MAX_OUTPUT_CHARS),
+    AfterValidator(_says_something),
+]
 
 
 class RunCreate(WireModel):
@@ -272,6 +289,20 @@ class RunCreate(WireModel):
         description="Exact texts of the task that no revision may change (each must occur "
         "in the task); a revision's changes to them are reverted.",
     )
+    given_output: GivenText | None = Field(
+        default=None,
+        description="A first version you wrote (or got elsewhere): the Actor drafts nothing. "
+        "Round 1 holds this text (provenance `given`) and goes to a person (a `pre_critique` "
+        "review item, after the run's evaluator when it has one) who approves it (it ships), "
+        "edits it, rejects it, or comments (the Actor revises by the points and the loop goes "
+        "on). It never ships without a person's approval, whatever the Critic says.",
+    )
+    critic_first: StrictBool = Field(
+        default=False,
+        description="With `given_output`: the Critic critiques the given version first and the "
+        "person decides with its critique in hand (a `pre_critique` item, or an `escalation` "
+        "when the Critic passed it or asked for a person).",
+    )
     callback_url: HttpUrlText | None = Field(
         default=None,
         description="Where this run's run.finished, run.escalated, review.created and "
@@ -296,6 +327,13 @@ class RunCreate(WireModel):
             raise ValueError("the python_tests evaluator needs kind 'code' and non-empty tests")
         if self.evaluator is EvaluatorKind.json_schema and self.json_schema is None:
             raise ValueError("the json_schema evaluator needs a json_schema")
+        if self.critic_first and self.given_output is None:
+            raise ValueError("critic_first applies to a given_output: pass the text too")
+        if self.given_output is not None and self.policy.drafts > 1:
+            raise ValueError(
+                "policy.drafts asks the Actor for several first drafts; a run with a "
+                "given_output has its first version already: leave drafts at 1"
+            )
         for index, text in enumerate(self.locked):
             if not text.strip():
                 raise ValueError(f"locked[{index}] is blank: lock a text that says something")
@@ -324,7 +362,9 @@ class RoundPublic(WireModel):
     adoption: float | None = None
     usage: dict[str, Any] = {}
     provenance: str = Field(
-        default="actor", description="`actor`, or `human` for a version a reviewer edited."
+        default="actor",
+        description="`actor`, `human` for a version a reviewer edited, or `given` for the "
+        "first version the run's creator gave (`given_output`).",
     )
     responses: list[dict[str, Any]] = Field(
         default=[], description="How the Actor answered each of a reviewer's points."

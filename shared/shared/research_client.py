@@ -11,6 +11,7 @@ from __future__ import annotations
 import httpx
 from pydantic import Field
 
+from shared import tracing
 from shared.auth import auth_headers
 from shared.contracts import (
     FailedQuery,
@@ -78,11 +79,13 @@ class ResearchClient:
     async def research(self, request: ResearchRequest) -> ResearchResult:
         """Evidence for ``request``. Unreachable, slow, 5xx, or a gate refusing every query
         (422): a ``degraded`` result naming each query and the reason."""
+        headers = dict(self._headers)
+        tracing.inject(headers)  # the service's spans join the caller's trace
         try:
             response = await self._client.post(
                 f"{self.base_url}/v1/research",
                 json=request.model_dump(mode="json"),
-                headers=self._headers,
+                headers=headers,
             )
         except httpx.TimeoutException:
             return self._degraded(request, "the research service did not answer in time")

@@ -12,12 +12,20 @@ from typing import Any
 import structlog
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
+from opentelemetry.semconv.attributes.http_attributes import (
+    HTTP_REQUEST_METHOD,
+    HTTP_RESPONSE_STATUS_CODE,
+    HTTP_ROUTE,
+)
+from opentelemetry.semconv.attributes.url_attributes import URL_PATH
+from opentelemetry.trace import SpanKind, Status, StatusCode
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from shared import deadline
+from shared import deadline, tracing
 from shared.contracts import MAX_BODY_BYTES, ServiceInfo
 from shared.errors import AppError, error_body, install_error_handlers
 from shared.logging import enabled, get_logger
+from shared.settings import ServiceSettings
 
 ReadyCheck = Callable[[], Awaitable[str | None]]
 
@@ -171,6 +179,46 @@ class DeadlineScope:
         await self.app(scope, receive, send)
 
 
+class TraceRequests:
+    """A server span per request, child of the caller's ``traceparent``: a peer's spans join
+    the trace of the orchestrator's run that called it. Tracing off: one flag checked."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not tracing.enabled() or scope["path"] in QUIET_PATHS:
+            await self.app(scope, receive, send)
+            return
+        method = scope["method"]
+        carrier: dict[str, str] = {}
+        for name, value in scope.get("headers", []):
+            if name == b"traceparent" or name == b"tracestate":
+                carrier[name.decode()] = bytes(value).decode("latin-1")
+        status = 500
+
+        async def sent(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        attributes = {HTTP_REQUEST_METHOD: method, URL_PATH: scope["path"]}
+        with tracing.span(
+            method, kind=SpanKind.SERVER, attributes=attributes, context=tracing.extract(carrier)
+        ) as span:
+            try:
+                await self.app(scope, receive, sent)
+            finally:
+                route = getattr(scope.get("route"), "path", None)
+                if route:  # the template, not the path: ids make no span name
+                    span.update_name(f"{method} {route}")
+                    span.set_attribute(HTTP_ROUTE, route)
+                span.set_attribute(HTTP_RESPONSE_STATUS_CODE, status)
+                if status >= 500:
+                    span.set_status(Status(StatusCode.ERROR))
+
+
 def build_service_app(
     *,
     title: str,
@@ -180,14 +228,19 @@ def build_service_app(
     body_limit: int = MAX_BODY_BYTES,
     version: str = "0.1.0",
     honours_deadline: bool = True,
+    settings: ServiceSettings | None = None,
 ) -> FastAPI:
     """A FastAPI app with the platform's error shape, body limit, health and info routes.
-    A peer (``honours_deadline``) works within the deadline its caller sends."""
+    A peer (``honours_deadline``) works within the deadline its caller sends. With
+    ``settings`` naming an OTLP endpoint, the process exports traces (``shared.tracing``)."""
+    if settings is not None:
+        tracing.configure(settings, service=title.lower().replace(" ", "-"))
     app = FastAPI(title=title, version=version, lifespan=lifespan)
     install_error_handlers(app)
     if honours_deadline:
         app.add_middleware(DeadlineScope)
     app.add_middleware(BodySizeLimit, limit=body_limit)
+    app.add_middleware(TraceRequests)
     app.add_middleware(AccessLog)  # added last: outermost, so it times and logs everything
 
     @app.get("/healthz", tags=["ops"])

@@ -31,6 +31,21 @@ class ServiceSettings(BaseSettings):
         validation_alias=AliasChoices("CROSSCHECK_SERVICE_TOKEN", "service_token"),
         description="Shared bearer token for service-to-service calls.",
     )
+    otlp_endpoint: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT", "otlp_endpoint"),
+        description="Base URL of an OpenTelemetry collector's OTLP/HTTP receiver (e.g. "
+        "`http://127.0.0.1:4318`): set, the service exports its traces to `<it>/v1/traces`; "
+        "unset, tracing is off and costs nothing. The exporter's other `OTEL_EXPORTER_OTLP_*` "
+        "variables (headers, timeout, compression) apply as OpenTelemetry defines them.",
+    )
+    trace_content: bool = Field(
+        default=False,
+        validation_alias=AliasChoices("CROSSCHECK_TRACE_CONTENT", "trace_content"),
+        description="Record prompts and model outputs on the model-call spans "
+        "(`gen_ai.system_instructions`, `gen_ai.input.messages`, `gen_ai.output.messages`). "
+        "Off by default: they hold what tasks say. Keys and tokens are never recorded.",
+    )
 
     @field_validator("service_token")
     @classmethod
@@ -43,6 +58,18 @@ class ServiceSettings(BaseSettings):
                 f"'import secrets; print(secrets.token_urlsafe(32))')"
             )
         return value
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _collector_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(
+                "OTEL_EXPORTER_OTLP_ENDPOINT must be an http(s) URL, e.g. http://127.0.0.1:4318"
+            )
+        return value.strip()
 
     @field_validator("log_level")
     @classmethod

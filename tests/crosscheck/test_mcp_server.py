@@ -20,7 +20,7 @@ from tests.orchestrator.conftest import ADMIN_TOKEN, mint
 from tests.support.apps import uvicorn_serving
 
 SKY = "Explain why the sky is blue."
-TOOLS = {"check", "get_run", "list_escalations"}
+TOOLS = {"check", "get_run", "list_escalations", "request_review"}
 
 
 @asynccontextmanager

@@ -718,6 +718,20 @@ def test_a_run_chosen_in_the_table_shows_each_round_with_its_reflections_and_dec
     assert "stopped: human_approved" in all_text(at)
 
 
+def test_a_round_the_run_s_creator_gave_says_so_not_actor():
+    fake = runs_fake()
+    detail = run_detail("run-1")
+    detail["rounds"][0]["provenance"] = "given"
+    fake.get_run = lambda run_id: detail  # type: ignore[method-assign]
+    at = make_app(fake).run()
+    at.switch_page("views/runs.py").run()
+    select_row(at, "runs-table", 1)
+    assert_clean(at)
+    first = at.expander[0]
+    assert first.label.startswith("Round 1 · given by the run's creator · ")
+    assert "**Given by the run's creator**" in "\n".join(m.value for m in first.markdown)
+
+
 def test_a_run_named_in_the_link_opens_without_a_pick():
     fake = runs_fake()
     at = make_app(fake)

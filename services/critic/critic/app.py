@@ -79,7 +79,9 @@ def create_app(
     async def ready() -> str | None:
         return await replay_ready(app)
 
-    app = build_service_app(title="Crosscheck Critic", info=info, lifespan=lifespan, ready=ready)
+    app = build_service_app(
+        title="Crosscheck Critic", info=info, lifespan=lifespan, ready=ready, settings=settings
+    )
     auth = [Depends(require_service_token(settings.service_token.get_secret_value()))]
 
     @app.post("/v1/critique", response_model=CritiqueResult, dependencies=auth, tags=["critic"])

@@ -315,6 +315,7 @@ def create_app(
         lifespan=lifespan,
         ready=ready,
         honours_deadline=False,  # it sets the deadlines: one per step, not per API call
+        settings=settings,
     )
     app.state.engine = engine
 

@@ -109,6 +109,9 @@ class Run(SQLModel, table=True):
     # The depth its critiques default to, resolved once at creation from the Critic's
     # profiles (policy.research null: research when L2 or L3); null: not resolved.
     critique_depth: str | None = Field(default=None, max_length=8)
+    # The W3C traceparent of the request that created it (tracing on): every segment of its
+    # workflow, wherever it runs or is recovered, puts its step spans in that trace.
+    traceparent: str | None = Field(default=None, max_length=64)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
     updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime())
     finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime())

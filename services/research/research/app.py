@@ -139,6 +139,7 @@ def create_app(
         lifespan=lifespan,
         ready=ready,
         body_limit=max(MAX_BODY_BYTES, settings.corpus_max_bytes),  # an upload is the file
+        settings=settings,
     )
     auth = [Depends(require_service_token(settings.service_token.get_secret_value()))]
 

@@ -59,6 +59,7 @@ def create_app(settings: SandboxSettings, *, executor: CodeExecutor | None = Non
         ready=ready,
         body_limit=settings.max_body_bytes,
         version=VERSION,
+        settings=settings,
     )
     auth = [Depends(require_service_token(settings.service_token.get_secret_value()))]
     app.include_router(router, dependencies=auth)

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from shared import deadline
-from shared.contracts import ModelExchange, Stage, Usage
+from shared.contracts import ModelExchange, Usage
 from shared.errors import (
     AppError,
     BudgetExceeded,
@@ -35,36 +35,19 @@ from shared.errors import (
 )
 from shared.logging import get_logger
 from shared.prompting import escape_data
+from shared.providers.calls import TRUNCATED as TRUNCATED
+from shared.providers.calls import ModelCall as ModelCall
+from shared.providers.calls import RawReply as RawReply
 from shared.providers.capabilities import Capabilities, CapabilityOverrides, capabilities_for
 from shared.providers.fitting import fit_schema
 from shared.providers.pricing import PriceTable
+from shared.providers.telemetry import chat_span
 
 T = TypeVar("T", bound=BaseModel)
 log = get_logger("crosscheck.providers")
 
 MAX_RETRY_AFTER_S = 300.0
-TRUNCATED = frozenset({"length", "max_tokens"})  # OpenAI's / Anthropic's "cut off by the cap"
 SHOWN_REPLY_CHARS = 120  # how much of an unusable reply an error quotes
-
-
-@dataclass(frozen=True)
-class ModelCall:
-    """One logical request to a model: the stage it serves and the prompt."""
-
-    stage: Stage
-    model: str
-    temperature: float
-    system: str
-    user: str
-    max_tokens: int = 4096
-    # the most output tokens the one retry of a reply cut off by ``max_tokens`` may ask for;
-    # None: twice ``max_tokens``
-    max_tokens_ceiling: int | None = None
-
-    def grown_cap(self) -> int:
-        """The cap of the retry after a cut-off reply: double, within the ceiling."""
-        ceiling = self.max_tokens_ceiling or 2 * self.max_tokens
-        return max(self.max_tokens, min(2 * self.max_tokens, ceiling))
 
 
 @dataclass
@@ -91,23 +74,6 @@ class ModelProvider(Protocol):
     ) -> StructuredReply[T]: ...
 
     async def aclose(self) -> None: ...
-
-
-@dataclass
-class RawReply:
-    """What a subclass extracts from one SDK response."""
-
-    payload: Any  # a dict (tool input) or a str (JSON text)
-    input_tokens: int
-    output_tokens: int
-    request: dict[str, Any]
-    response: dict[str, Any]
-    finish_reason: str | None = None  # `finish_reason` / `stop_reason` as the provider said
-    problem: str | None = None  # why the reply holds no answer to parse (no tool_use block)
-
-    @property
-    def truncated(self) -> bool:
-        return self.finish_reason in TRUNCATED
 
 
 class _NoAnswer(Exception):
@@ -370,8 +336,10 @@ class BaseProvider(ABC):
                     attempts += 1
                     start = time.perf_counter()
                     try:
-                        async with deadline.timeout():
-                            reply = await self._send(call, schema_name, schema, user)
+                        with chat_span(self.name, call, user) as answered:
+                            async with deadline.timeout():
+                                reply = await self._send(call, schema_name, schema, user)
+                            answered(reply)
                     except TimeoutError:  # the deadline, not the SDK's timeout (a TransientError)
                         exchanges.append(
                             ModelExchange(

@@ -84,6 +84,9 @@ SEVERITY_COLOR = {
 }
 SOURCE_LABEL = {"human": "person", "critic": "Critic", "evaluator": "evaluator"}
 
+# who wrote a round, by its provenance (the Actor when it says nothing else)
+AUTHORS = {"human": "person", "given": "run's creator"}
+
 
 def _holds(review: dict[str, Any]) -> bool:
     """Whether this session holds the claim: the orchestrator records the claiming token's
@@ -201,6 +204,11 @@ def _output(review: dict[str, Any], run: dict[str, Any] | None, *, pick: bool = 
         st.info(
             f"A person ({md_literal(edited.get('edited_by') or 'a reviewer')}) wrote this version; "
             "the version it replaced is beside it under “Beside the previous round”."
+        )
+    elif this.get("provenance") == "given":
+        st.info(
+            "The run's creator gave this text: no model wrote it. It ships only when a person "
+            "approves it."
         )
     st.markdown(_critique_line(critique))
     reflection.depth_panel(critique)
@@ -462,7 +470,7 @@ def _escalation(ctx: dict[str, Any]) -> None:
         frame = [
             {
                 "round": r.get("number"),
-                "by": "person" if r.get("provenance") == "human" else "Actor",
+                "by": AUTHORS.get(str(r.get("provenance")), "Actor"),
                 "verdict": (r.get("critique") or {}).get("verdict") or "",
                 "tests": ""
                 if not r.get("evaluation")

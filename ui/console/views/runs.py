@@ -70,6 +70,8 @@ def _round_title(rnd: dict[str, Any], decisions: list[dict[str, Any]]) -> str:
     bits = [f"Round {rnd['number']}"]
     if rnd.get("provenance") == "human":
         bits.append("edited by a person")
+    elif rnd.get("provenance") == "given":
+        bits.append("given by the run's creator")
     critique = rnd.get("critique") or {}
     if critique.get("verdict"):
         conf = critique.get("confidence")
@@ -276,6 +278,8 @@ def timeline(client, run: dict[str, Any], focus: int | None = None) -> None:
                 st.markdown(
                     f"**Edited by {by}** (from round {md_literal(edit.get('from_round', '?'))})"
                 )
+            elif rnd.get("provenance") == "given":
+                st.markdown("**Given by the run's creator**: no model drafted it")
             research, citations = evidence.round_research(rnd)
             cite = evidence.citation_linker(
                 number, research, citations, output=str(rnd.get("output") or "")

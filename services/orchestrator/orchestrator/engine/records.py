@@ -15,7 +15,7 @@ from orchestrator.tables import Reflection, ReviewItem, Round, Run, new_id, utcn
 from orchestrator.webhooks import outbox
 from shared.errors import NotFound
 from shared.logging import get_logger
-from shared.orchestration import Policy, RunStatus, ShippedBy
+from shared.orchestration import GIVEN_PROVENANCE, Policy, RunStatus, ShippedBy
 
 log = get_logger("crosscheck.gate")
 
@@ -112,9 +112,18 @@ def through_gate(
     final: Round | store.RoundState | None,
 ) -> tuple[Stop, ShippedBy | None]:
     """A ``succeeded`` stop, past the one gate out (``engine/gate.py``): the same stop and
-    which gate let the version out, or an escalation that says why the version cannot ship."""
+    which gate let the version out, or an escalation that says why the version cannot ship.
+    A version the run's creator gave (provenance ``given``) ships only by a person."""
     if stop.status is not RunStatus.succeeded:
         return stop, None
+    if final is not None and final.provenance == GIVEN_PROVENANCE:
+        if stop.reason not in gate.PERSON_STOPS:
+            # expected, not a defect: the caller asked for a person's decision on their text
+            detail = (
+                f"round {final.number} is the text the run's creator gave: the Critic passed "
+                "it, and it ships only when a person approves it"
+            )
+            return Stop(RunStatus.escalated, stop.reason, error_class="none", detail=detail), None
     if final is None:
         verdict = gate.Verdict(None, "there is no version to ship")
     else:

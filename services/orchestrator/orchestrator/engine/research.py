@@ -31,6 +31,7 @@ from sqlmodel import Session
 
 from orchestrator.engine import records, store
 from orchestrator.engine.runtime import current
+from orchestrator.tracing import traced_step
 from shared.citations import CitationReport, validate_citations
 from shared.contracts import (
     MAX_EVIDENCE,
@@ -262,6 +263,7 @@ def citations_reason(citations: dict[str, Any] | None) -> str:
 
 
 @DBOS.step(name="crosscheck.research")
+@traced_step
 async def research(run_id: str, round: int) -> dict[str, Any]:
     """Search for this round's claims before its critique, and keep the evidence on the
     round; a round that has it already (a step run again, a second critique) reuses it."""

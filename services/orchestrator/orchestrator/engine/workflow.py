@@ -7,6 +7,7 @@ finished step. Each step applies the stop rules to what it produced and reports 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from dbos import DBOS
@@ -31,6 +32,7 @@ from orchestrator.engine.steps import (
 from orchestrator.events.repository import append_event
 from orchestrator.peers.errors import PeerRejected, PeerUnavailable
 from orchestrator.tables import ReviewItem, new_id
+from orchestrator.tracing import traced_step
 from orchestrator.webhooks import outbox
 from shared.errors import BudgetExceeded
 from shared.logging import get_logger
@@ -48,27 +50,17 @@ log = get_logger("crosscheck.workflow")
 async def run_workflow(run_id: str, start_round: int = 1, start_stage: str = "draft") -> str:
     """One segment of a run: from the start, or from where a reviewer's decision resumes it
     (``critique`` of a round a person looked at, or ``revise`` after a retry)."""
+    return await guarded(run_id, lambda: _loop(run_id, start_round, start_stage))
+
+
+async def guarded(run_id: str, segment: Callable[[], Awaitable[str]]) -> str:
+    """Run a workflow's ``segment``; a peer that stayed down or refused escalates the run, a
+    defect fails it (and opens an item), so no run stays in a working state for ever.
+    Returns the run's status at the end of the segment."""
     try:
-        return await _loop(run_id, start_round, start_stage)
-    except PeerUnavailable as exc:
-        result = await finish(
-            run_id, RunStatus.escalated.value, StopReason.environment.value, "environment", str(exc)
-        )
-    except PeerRejected as exc:
-        if exc.error in MODEL_OUTPUT_ERRORS:
-            reason, error_class = StopReason.invalid_model_output, "invalid_model_output"
-        elif exc.error == TIME_SPENT:
-            reason, error_class = StopReason.budget_exceeded, "environment"
-        else:
-            reason, error_class = StopReason.environment, "logic"
-        result = await finish(
-            run_id,
-            RunStatus.escalated.value,
-            reason.value,
-            error_class,
-            str(exc),
-            exc.billing(),
-        )
+        return await segment()
+    except (PeerUnavailable, PeerRejected) as exc:
+        result = await stop_on_peer_error(run_id, exc)
     except DBOSException:
         raise  # the engine's own (cancellation, conflicts): DBOS handles them
     except Exception as exc:
@@ -85,7 +77,26 @@ async def run_workflow(run_id: str, start_round: int = 1, start_stage: str = "dr
     return result.stopped or RunStatus.failed.value
 
 
+async def stop_on_peer_error(run_id: str, exc: PeerUnavailable | PeerRejected) -> FinishOutcome:
+    """Escalate the run for a peer that stayed down (``environment``) or refused: a model's
+    unusable answer (``invalid_model_output``), its time spent (``budget_exceeded``), any
+    other refusal (``environment``, error class ``logic``), its failed call billed."""
+    escalated = RunStatus.escalated.value
+    if isinstance(exc, PeerUnavailable):
+        return await finish(
+            run_id, escalated, StopReason.environment.value, "environment", str(exc)
+        )
+    if exc.error in MODEL_OUTPUT_ERRORS:
+        reason, error_class = StopReason.invalid_model_output, "invalid_model_output"
+    elif exc.error == TIME_SPENT:
+        reason, error_class = StopReason.budget_exceeded, "environment"
+    else:
+        reason, error_class = StopReason.environment, "logic"
+    return await finish(run_id, escalated, reason.value, error_class, str(exc), exc.billing())
+
+
 @DBOS.step(name="crosscheck.fail")
+@traced_step
 async def fail_unexpectedly(run_id: str, error_class: str, message: str) -> dict[str, Any]:
     """End the run ``failed`` (stop reason ``internal_error``, the error's class) and open an
     escalation item so a person sees it and can retry it."""
@@ -176,7 +187,7 @@ async def _reopened(
         if evaluation.stopped is not None or evaluation.paused:
             return evaluation
         passed = evaluation.passed
-    return await _critique(run_id, number, signature, passed, retry)
+    return await critique_with_retries(run_id, number, signature, passed, retry)
 
 
 async def _loop(run_id: str, number: int, stage: str) -> str:
@@ -236,7 +247,9 @@ async def _loop(run_id: str, number: int, stage: str) -> str:
         if researching:
             await research(run_id, number)  # evidence for this round's critique
         # a re-ask's critique: its own key, and a second reopening keeps the better version
-        verdict = await _critique(run_id, number, signature, passed, attempt if reasked else 1)
+        verdict = await critique_with_retries(
+            run_id, number, signature, passed, attempt if reasked else 1
+        )
         reasked = False
         if verdict.stopped is not None:
             return verdict.stopped
@@ -256,7 +269,7 @@ async def _loop(run_id: str, number: int, stage: str) -> str:
         number, stage = number + 1, "revise"
 
 
-async def _critique(
+async def critique_with_retries(
     run_id: str, number: int, signature: str | None, passed: bool | None, attempt: int = 1
 ) -> CritiqueOutcome:
     """The critique of this version; one that blames the environment is asked again after a

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 import httpx
 
 from orchestrator.peers.errors import PeerRejected, PeerUnavailable
-from shared import deadline
+from shared import deadline, tracing
 from shared.contracts import (
     ActorResult,
     CritiqueRequest,
@@ -84,6 +84,7 @@ async def post_json(
     left of it, and tells the peer so (``X-Crosscheck-Deadline-Ms``); a peer that answers
     ``BudgetExceeded`` ran out of that time (or its own budget): final, not retried."""
     headers = {"Idempotency-Key": key}
+    tracing.inject(headers)  # the peer's spans join the run's trace
     sent = deadline.header_value()
     if sent is not None:
         headers[deadline.HEADER] = sent

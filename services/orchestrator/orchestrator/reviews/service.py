@@ -497,6 +497,8 @@ class ReviewService:
             "kind": run.kind,
             "round": item.round,
             "output": current.output if current else None,
+            # who wrote it: the Actor, a reviewer (``human``), or the run's creator (``given``)
+            "provenance": current.provenance if current else None,
             "previous_output": previous.output if previous else None,
             "evaluation": current.evaluation if current else None,
             "critiques": [

@@ -15,13 +15,14 @@ from sqlmodel import Session
 from orchestrator.db import Database
 from orchestrator.deps import Reader, ServiceCaller, SessionDep
 from orchestrator.engine import records
-from orchestrator.engine.launch import start_run
+from orchestrator.engine.launch import start_given, start_run
 from orchestrator.evaluators.schema import check_schema
 from orchestrator.events.hub import EventHub
 from orchestrator.knowledge.profiles import ProfileCatalog
 from orchestrator.runs.service import MAX_PAGE, MAX_QUERY, RunService
 from orchestrator.tables import Run
 from orchestrator.webhooks.service import check_target
+from shared import tracing
 from shared.aio import wait_until_set
 from shared.orchestration import (
     FINAL_STATUSES,
@@ -151,8 +152,14 @@ async def create_run(
         # the same, whatever the Critic's list says by then
         depth = await profiles.effective_depth(body.policy, body.kind)
 
+    # the request's span (a child of the caller's traceparent), read here: the database
+    # thread does not see this task's context
+    traceparent = tracing.current_traceparent()
+
     def create(s: Session) -> tuple[Run, bool]:
-        return service.create(s, caller, body, idempotency_key, critique_depth=depth)
+        return service.create(
+            s, caller, body, idempotency_key, critique_depth=depth, traceparent=traceparent
+        )
 
     try:
         run, created = await db.run(create)
@@ -161,7 +168,9 @@ async def create_run(
         run, created = await db.run(create)
     # only a new run appended an event (run.created): wake only the feeds that follow it
     request.app.state.hub.notify({"run.created"} if created else ())
-    if created:
+    if created and body.given_output is not None:
+        await start_given(run.id, body.critic_first)
+    elif created:
         await start_run(run.id)
     wait = prefer_wait(request.headers.getlist("prefer"))
     if wait is None:

@@ -14,6 +14,7 @@ from orchestrator.auth.service import Principal
 from orchestrator.engine import records, store
 from orchestrator.engine.policy import Stop
 from orchestrator.events.repository import append_event
+from orchestrator.runs import given
 from orchestrator.tables import ModelCall, ReviewItem, Run, new_id, utcnow
 from orchestrator.webhooks import outbox
 from orchestrator.webhooks.service import WebhookRefused
@@ -92,11 +93,13 @@ def load_visible(session: Session, principal: Principal, run_id: str) -> Run:
 
 
 def request_hash(body: RunCreate) -> str:
-    # Without a callback_url (locked, policy.latency_budget_s) the hash is what it was before
-    # the field existed.
+    # Without a callback_url (locked, given_output, policy.latency_budget_s) the hash is what
+    # it was before the field existed.
     skip: dict[str, Any] = {"callback_url": True} if body.callback_url is None else {}
     if not body.locked:
         skip["locked"] = True
+    if body.given_output is None:
+        skip.update(given_output=True, critic_first=True)
     if body.policy.latency_budget_s is None:
         skip["policy"] = {"latency_budget_s"}
     return hashlib.sha256(
@@ -115,10 +118,11 @@ class RunService:
         body: RunCreate,
         idempotency_key: str | None,
         critique_depth: Depth | None = None,
+        traceparent: str | None = None,
     ) -> tuple[Run, bool]:
         """A new run, or the one this key already created (same body) -> (run, created).
         ``critique_depth``: the depth its critiques default to, as resolved from the
-        Critic's profiles (None: not resolved)."""
+        Critic's profiles (None: not resolved); ``traceparent``: the trace its steps join."""
         digest = request_hash(body)
         if idempotency_key:
             existing = session.exec(
@@ -141,7 +145,8 @@ class RunService:
             )
         run = Run(
             id=new_id("run"),
-            status=RunStatus.drafting.value,
+            status=(given.first_status(body) if body.given_output else RunStatus.drafting).value,
+            rounds=1 if body.given_output else 0,
             kind=body.kind.value,
             task=body.task,
             tests=body.tests,
@@ -156,12 +161,15 @@ class RunService:
             callback_url=body.callback_url,
             locked=body.locked or None,
             critique_depth=critique_depth.value if critique_depth else None,
+            traceparent=traceparent,
         )
         # Core, not the ORM: the row and its event as two plain INSERTs (the unit of work
         # cost more than the SQL on every run's creation). The run stays detached.
         row = run.model_dump(exclude={"seq"})
         session.connection().execute(_INSERT_RUN, row)
         store.append_event(session, run.id, "run.created", {"status": run.status, "kind": run.kind})
+        if body.given_output is not None:
+            given.add_round(session, principal, run, body.given_output, body.critic_first)
         return run, True
 
     def get(self, session: Session, run_id: str, principal: Principal | None = None) -> RunPublic:

@@ -23,6 +23,7 @@ from orchestrator.engine.runtime import Runtime, current
 from orchestrator.events.repository import append_event, appended_types
 from orchestrator.peers.errors import PeerUnavailable
 from orchestrator.tables import Run
+from orchestrator.tracing import traced_step
 from shared import deadline
 from shared.contracts import ActorResult, CritiqueResult, ModelExchange, Usage
 from shared.logging import get_logger
@@ -111,7 +112,7 @@ def step_budget(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
         with deadline.scope(current().settings.step_budget_s):
             return await fn(*args, **kwargs)
 
-    return within
+    return traced_step(within)
 
 
 async def unit(rt: Runtime, work: Callable[[Session], T]) -> T:

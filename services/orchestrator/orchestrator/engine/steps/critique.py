@@ -28,7 +28,7 @@ from shared.contracts import (
     Evaluation,
     TaskKind,
 )
-from shared.orchestration import Policy
+from shared.orchestration import GIVEN_PROVENANCE, Policy
 
 OFF_LOOP_CHARS = 8_000  # longer texts are compared on a worker thread, off the event loop
 
@@ -114,6 +114,7 @@ def _prepare(
         revised_from=previous.output if previous and by_actor and not run.binding_points else None,
         citations_reason=research.citations_reason(row.citations),
         unsourced=row.unsourced,
+        given=row.provenance == GIVEN_PROVENANCE,
     )
 
 

@@ -43,6 +43,7 @@ class CritiqueInput:
     revised_from: str | None = None  # the previous version, when this is the Actor's revision
     citations_reason: str = ""  # what the failed check found, for the run's detail
     unsourced: list[dict[str, Any]] | None = None  # flagged claims kept without a source
+    given: bool = False  # the version is the text the run's creator gave: a person decides
 
 
 @dataclass(frozen=True)
@@ -219,19 +220,19 @@ def _commit(
         held = "the critic passed it, but" if doc["verdict"] == "pass" else "also,"
         why = f"round {round}: {held} its " + "; its ".join(held_back)
         stop = replace(stop, detail=f"{stop.detail}; {why}" if stop.detail else why)
-    unsure = _unsure(policy, doc)
-    if stop is not None and stop.status is RunStatus.succeeded and unsure:
-        stop = None  # a pass the critic is unsure of: a person decides whether it ships
+    # a pass the critic is unsure of, or of a text the run's creator gave: a person decides
+    # whether it ships, and before anyone revises
+    ask = "low_confidence" if _unsure(policy, doc) else "critiqued" if prepared.given else None
+    if stop is not None and stop.status is RunStatus.succeeded and ask:
+        stop = None
     paused = False
     if stop is not None:
         store.update_run(session, run, changes)
         stop = finish_run(rt, session, run_id, stop, round)
-    elif unsure:
-        paused = True  # the critic is unsure: a person decides before anyone revises
+    elif ask:
+        paused = True
         store.update_run(session, run, changes)
-        records.pause_for_review(
-            session, records.load_run(session, run_id), round, reason="low_confidence"
-        )
+        records.pause_for_review(session, records.load_run(session, run_id), round, reason=ask)
     else:
         store.update_run(
             session, run, changes, status=RunStatus.revising, event={"round": round + 1}

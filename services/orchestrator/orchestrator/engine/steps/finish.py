@@ -14,10 +14,12 @@ from orchestrator.engine.runtime import current
 from orchestrator.engine.steps.common import bill_failed, finish_loaded, unit
 from orchestrator.engine.steps.outcomes import FinishOutcome, ResumeState, StopInfo
 from orchestrator.events.repository import append_event
+from orchestrator.tracing import traced_step
 from shared.orchestration import Policy, RunStatus, StopReason
 
 
 @DBOS.step(name="crosscheck.finish")
+@traced_step
 async def finish_step(
     run_id: str,
     status: str,
