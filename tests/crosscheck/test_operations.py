@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +22,8 @@ import httpx
 import pytest
 
 from crosscheck.launcher import PORT_PREFIXES
+from tests.docs.conftest import DOCS
+from tests.docs.test_getting_started import commands
 from tests.support.fakemodel import FakeModel
 from tests.support.servers import free_port
 
@@ -164,6 +169,40 @@ def test_the_banner_fits_80_columns_whole_and_its_commands_work_as_printed(platf
     )
     assert done.returncode == 0, done.stdout + done.stderr  # every service healthy
     assert "orchestrator" in done.stdout
+
+
+RUN_ID = re.compile(r"\brun_[0-9a-f]{20,}\b")
+
+
+def test_every_command_of_the_getting_started_page_runs_as_printed(platform):
+    """The page's `uv run crosscheck ...` commands, in its order, from a folder with the
+    examples, as a newcomer types them: each exits as the page says (0, and 2 for the run
+    that stops for a person), `<run id>` being the id the run before it printed."""
+    shutil.copytree(REPO / "examples", platform.workdir / "examples", dirs_exist_ok=True)
+    env = {**platform.env, "CROSSCHECK_NEW_PASSWORD": "a password of 12+ chars"}
+    printed = [c for c in commands(DOCS / "getting-started.md") if c.startswith("uv run ")]
+    assert len(printed) >= 5, printed
+    run_id = ""
+    for command in printed:
+        if "<run id>" in command:
+            assert run_id, f"no run printed its id before: {command}"
+            command = command.replace("<run id>", run_id)
+        done = subprocess.run(
+            shlex.split(command),
+            cwd=platform.workdir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        expected = 2 if "--review on_escalation" in command else 0
+        assert done.returncode == expected, (command, done.stdout[-3000:], done.stderr[-3000:])
+        if expected == 2:  # stopped for a person, not refused as a usage error (also 2)
+            assert "escalated" in done.stdout, (command, done.stdout[-3000:])
+        if " crosscheck run " in f" {command} " and (ids := RUN_ID.findall(done.stdout)):
+            run_id = ids[-1]
+    assert list((platform.workdir / "var" / "datasets").glob("*.jsonl")), "export wrote nothing"
 
 
 @pytest.mark.slow
