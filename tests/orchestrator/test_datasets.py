@@ -206,6 +206,11 @@ class TestExport:
             ids["comment"]: IGNORED_AGAIN,
         }
         assert all(r["messages"][0] == {"role": "user", "content": ESCALATES} for r in chat)
+        assert {r["run_id"]: r["output_provenance"] for r in chat} == {
+            ids["approve"]: "actor",
+            ids["edit"]: "human",
+            ids["comment"]: "actor",
+        }
 
         pairs = await export(api, kind="preference")
         assert {(r["run_id"], r["decision"]): (r["rejected"], r["chosen"]) for r in pairs} == {

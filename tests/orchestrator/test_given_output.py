@@ -77,6 +77,10 @@ class TestBeforeTheCritique:
         assert (run["final_output"], run["final_round"]) == (GIVEN, 1)
         assert run["shipped_by"] == "person"
         assert fake_model.requests() == []
+        # kept as data, marked as the creator's text, not a model's
+        exported = await api.get("/v1/datasets/export", params={"kind": "chat"})
+        [record] = [json.loads(line) for line in exported.text.splitlines()]
+        assert (record["messages"][1]["content"], record["output_provenance"]) == (GIVEN, "given")
 
     async def test_edit_and_finish_ships_the_edit(self, api):
         run_id = await given_run(api)

@@ -172,7 +172,9 @@ class DatasetExporter:
                 {"role": "user", "content": run.task},
                 {"role": "assistant", "content": version.output},
             ],
-            **_meta(item, run, output_round=version.number),
+            # who wrote it: "actor" (a model), "human" (a person's edit), "given" (the run's
+            # creator's text, approved by a person)
+            **_meta(item, run, output_round=version.number, output_provenance=version.provenance),
         }
 
     @staticmethod
