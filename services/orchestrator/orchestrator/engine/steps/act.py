@@ -29,7 +29,7 @@ from orchestrator.engine.steps.common import (
     with_retries,
 )
 from orchestrator.engine.steps.critique import load_critique_request
-from orchestrator.engine.steps.outcomes import ActOutcome, StopInfo
+from orchestrator.engine.steps.outcomes import ActOutcome, StopInfo, read_back
 from orchestrator.evaluators.base import EvaluationJob
 from shared.contracts import ActorResult, DraftRequest, ReviseRequest, TaskKind
 from shared.orchestration import Policy
@@ -206,16 +206,4 @@ async def act_step(
     return outcome.record()
 
 
-async def act(
-    run_id: str,
-    round: int,
-    stage: str,
-    attempt: int,
-    seen_hashes: list[str],
-    reason: str = "shrank",
-    note: str | None = None,
-    cause: str = "evaluation",
-) -> ActOutcome:
-    """The act step (``act_step``), its recorded outcome read back typed."""
-    record = await act_step(run_id, round, stage, attempt, seen_hashes, reason, note, cause)
-    return ActOutcome.of(record)
+act = read_back(ActOutcome)(act_step)  # what the workflow calls: the outcome, typed

@@ -17,7 +17,7 @@ from orchestrator.engine.runtime import Runtime, current
 from orchestrator.engine.steps import critique_commit, requests
 from orchestrator.engine.steps.common import CANCELLED, finish_run, step_budget, unit, with_retries
 from orchestrator.engine.steps.critique_commit import CritiqueInput
-from orchestrator.engine.steps.outcomes import CritiqueOutcome, StopInfo
+from orchestrator.engine.steps.outcomes import CritiqueOutcome, StopInfo, read_back
 from orchestrator.knowledge.service import profile_for
 from shared.contracts import (
     MAX_EVIDENCE,
@@ -226,16 +226,4 @@ async def critique_step(
     return outcome.record()
 
 
-async def critique(
-    run_id: str,
-    round: int,
-    previous_signature: str | None,
-    evaluation_passed: bool | None,
-    attempt: int = 1,
-    retry: int = 0,
-) -> CritiqueOutcome:
-    """The critique step (``critique_step``), its recorded outcome read back typed."""
-    record = await critique_step(
-        run_id, round, previous_signature, evaluation_passed, attempt, retry
-    )
-    return CritiqueOutcome.of(record)
+critique = read_back(CritiqueOutcome)(critique_step)  # the outcome, typed

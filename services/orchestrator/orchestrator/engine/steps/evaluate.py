@@ -20,7 +20,7 @@ from orchestrator.engine.steps.common import (
     unit,
     with_retries,
 )
-from orchestrator.engine.steps.outcomes import EvaluateOutcome, StopInfo
+from orchestrator.engine.steps.outcomes import EvaluateOutcome, StopInfo, read_back
 from orchestrator.evaluators.base import EvaluationJob, Evaluator
 from orchestrator.events.repository import append_event
 from orchestrator.tables import Reflection, utcnow
@@ -135,9 +135,7 @@ async def evaluate_step(
     ).record()
 
 
-async def evaluate(run_id: str, round: int, pause_after: bool, attempt: int = 1) -> EvaluateOutcome:
-    """The evaluate step (``evaluate_step``), its recorded outcome read back typed."""
-    return EvaluateOutcome.of(await evaluate_step(run_id, round, pause_after, attempt))
+evaluate = read_back(EvaluateOutcome)(evaluate_step)  # the outcome, typed
 
 
 async def _evaluate_unlocked(

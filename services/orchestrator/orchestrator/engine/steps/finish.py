@@ -12,7 +12,7 @@ from orchestrator.engine import records, research
 from orchestrator.engine.policy import Stop, critique_signature
 from orchestrator.engine.runtime import current
 from orchestrator.engine.steps.common import bill_failed, finish_loaded, unit
-from orchestrator.engine.steps.outcomes import FinishOutcome, ResumeState, StopInfo
+from orchestrator.engine.steps.outcomes import FinishOutcome, ResumeState, StopInfo, read_back
 from orchestrator.events.repository import append_event
 from orchestrator.tracing import traced_step
 from shared.orchestration import Policy, RunStatus, StopReason
@@ -47,17 +47,7 @@ async def finish_step(
     return result
 
 
-async def finish(
-    run_id: str,
-    status: str,
-    reason: str,
-    error_class: str,
-    detail: str,
-    failed_call: dict[str, Any] | None = None,
-) -> FinishOutcome:
-    """The finish step (``finish_step``), its recorded outcome read back typed."""
-    record = await finish_step(run_id, status, reason, error_class, detail, failed_call)
-    return FinishOutcome.of(record)
+finish = read_back(FinishOutcome)(finish_step)  # the outcome, typed
 
 
 @DBOS.step(name="crosscheck.resume_state")
@@ -102,6 +92,4 @@ async def resume_state_step(run_id: str, round: int, stage: str) -> dict[str, An
     return state
 
 
-async def resume_state(run_id: str, round: int, stage: str) -> ResumeState:
-    """The resume step (``resume_state_step``), its recorded state read back typed."""
-    return ResumeState.of(await resume_state_step(run_id, round, stage))
+resume_state = read_back(ResumeState)(resume_state_step)  # the state, typed

@@ -9,7 +9,9 @@ same keys, with fewer of them: every field has the default such a record implied
 
 from __future__ import annotations
 
-from typing import Any, Self
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any, ParamSpec, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -32,16 +34,12 @@ class StopInfo(BaseModel):
         return None if stop is None else cls(status=stop.status.value, reason=stop.reason.value)
 
 
-class StepOutcome(BaseModel):
+class Recorded(BaseModel):
+    """An outcome as DBOS records it: ``record()`` to store, ``of(record)`` to read back."""
+
     model_config = ConfigDict(extra="ignore")
 
     v: int = 1
-    stop: StopInfo | None = None
-
-    @property
-    def stopped(self) -> str | None:
-        """The run's final status when this step ended it, else None."""
-        return self.stop.status if self.stop is not None else None
 
     def record(self) -> dict[str, Any]:
         """What DBOS records: JSON types only, stamped with this release's version."""
@@ -51,6 +49,35 @@ class StepOutcome(BaseModel):
     def of(cls, record: dict[str, Any]) -> Self:
         """A recorded outcome, of this release or an older one."""
         return cls.model_validate(record)
+
+
+R = TypeVar("R", bound=Recorded)
+P = ParamSpec("P")
+
+
+def read_back(
+    kind: type[R],
+) -> Callable[[Callable[P, Awaitable[dict[str, Any]]]], Callable[P, Awaitable[R]]]:
+    """The step ``step`` (which returns its record, as DBOS keeps it) with its record read
+    back as a ``kind``: what the workflow calls."""
+
+    def typed(step: Callable[P, Awaitable[dict[str, Any]]]) -> Callable[P, Awaitable[R]]:
+        @functools.wraps(step)
+        async def read(*args: P.args, **kwargs: P.kwargs) -> R:
+            return kind.of(await step(*args, **kwargs))
+
+        return read
+
+    return typed
+
+
+class StepOutcome(Recorded):
+    stop: StopInfo | None = None
+
+    @property
+    def stopped(self) -> str | None:
+        """The run's final status when this step ended it, else None."""
+        return self.stop.status if self.stop is not None else None
 
 
 class ActOutcome(StepOutcome):
@@ -87,22 +114,12 @@ class FinishOutcome(StepOutcome):
     pass
 
 
-class ResumeState(BaseModel):
+class ResumeState(Recorded):
     """What a resumed segment needs to apply the rules the first segment applied."""
 
-    model_config = ConfigDict(extra="ignore")
-
-    v: int = 1
     hashes: list[str] = []
     signature: str | None = None
     passed: bool | None = None
     research: bool = False
     reasked: bool = False  # the version critiqued next is a reopened-issue re-ask
     unevaluated: bool = False  # the version critiqued next (a person's edit) has no evaluation
-
-    def record(self) -> dict[str, Any]:
-        return {**self.model_dump(mode="json", exclude={"v"}), "v": OUTCOME_VERSION}
-
-    @classmethod
-    def of(cls, record: dict[str, Any]) -> Self:
-        return cls.model_validate(record)
