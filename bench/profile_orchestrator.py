@@ -34,7 +34,7 @@ OWNERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("metrics (prometheus)", ("prometheus_client/",)),
     (
         "read model: one transaction (Database._unit)",
-        ("orchestrator/engine/store.py", "orchestrator/engine/records.py", "Database._unit"),
+        ("orchestrator/readmodel/", "orchestrator/engine/records.py", "Database._unit"),
     ),
     ("event feed (websockets)", ("orchestrator/events/", "websockets/")),
     ("peer HTTP calls (httpx/httpcore)", ("orchestrator/peers/", "httpx/", "httpcore/")),

@@ -15,8 +15,8 @@ import psycopg
 import pytest
 from sqlmodel import Session, create_engine
 
-from orchestrator.engine import store
-from orchestrator.events.repository import EVENT_LOCK_KEY
+from orchestrator.readmodel.events import EVENT_LOCK_KEY
+from orchestrator.readmodel.runs import RunChanges, read_run, update_run
 from tests.orchestrator.conftest import start, wait_for
 
 pytestmark = pytest.mark.parametrize(
@@ -81,8 +81,8 @@ async def test_an_engine_update_waits_for_the_event_lock_before_it_writes_the_ru
     def write() -> None:
         try:
             with Session(engine) as session:
-                run = store.load_run(session, run_id)
-                store.update_run(session, run, store.RunChanges({"rounds": run.rounds}))
+                run = read_run(session, run_id)
+                update_run(session, run, RunChanges({"rounds": run.rounds}))
                 session.commit()
         except BaseException as exc:  # reported by the test
             errors.append(exc)

@@ -7,9 +7,10 @@ import json
 import pytest
 
 from orchestrator.auth.service import Principal
-from orchestrator.engine import records, store
+from orchestrator.engine import records
 from orchestrator.engine.launch import start_orphans
 from orchestrator.engine.policy import Stop, output_hash
+from orchestrator.readmodel.rounds import RoundState
 from orchestrator.runs.service import RunService
 from shared.contracts import MAX_OUTPUT_CHARS
 from shared.orchestration import Policy, Role, RunCreate, RunStatus, ShippedBy, StopReason
@@ -246,9 +247,9 @@ class TestTheGateAlone:
     stop that would ship the given text is refused unless a person approved it."""
 
     @staticmethod
-    def given_round(provenance: str = "given") -> store.RoundState:
+    def given_round(provenance: str = "given") -> RoundState:
         passed = {"verdict": "pass", "confidence": 95, "issues": [], "binding_checks": []}
-        return store.RoundState(
+        return RoundState(
             number=1,
             output=GIVEN,
             output_hash=output_hash(GIVEN),

@@ -3,7 +3,8 @@ back and re-asked once; a second time the better version stays and the round rec
 
 import json
 
-from orchestrator.engine import guard, store
+from orchestrator.engine import guard
+from orchestrator.readmodel.rounds import RoundState
 from tests.orchestrator.conftest import FINAL, start, wait_for
 from tests.orchestrator.test_loop import TestCodeTasks, actor_reply, critique
 
@@ -250,7 +251,7 @@ class TestRules:
 
     def test_a_passing_evaluation_wins_then_the_lighter_critique(self):
         def version(passed, *issues):
-            return store.RoundState(
+            return RoundState(
                 number=1,
                 output="",
                 output_hash="",

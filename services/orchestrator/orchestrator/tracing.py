@@ -15,10 +15,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar
 
 from opentelemetry.context import Context
-from sqlmodel import Session, select
+from sqlmodel import Session
 
 from orchestrator.engine.runtime import current
-from orchestrator.tables import Run
+from orchestrator.readmodel.runs import traceparent_of
 from shared import tracing
 
 P = ParamSpec("P")
@@ -41,7 +41,7 @@ async def run_context(run_id: str) -> Context | None:
         return tracing.context_of(_parents[run_id])
 
     def stored(session: Session) -> str | None:
-        return session.exec(select(Run.traceparent).where(Run.id == run_id)).first()
+        return traceparent_of(session, run_id)
 
     traceparent = await current().db.read(stored)
     _parents[run_id] = traceparent

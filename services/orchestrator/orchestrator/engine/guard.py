@@ -21,10 +21,13 @@ from typing import Any
 from dbos import DBOS
 from sqlmodel import Session
 
-from orchestrator.engine import difflock, records, store
+from orchestrator.engine import difflock, records
 from orchestrator.engine.policy import output_hash
 from orchestrator.engine.runtime import Runtime, current
-from orchestrator.events.repository import append_event, appended_types
+from orchestrator.readmodel.events import append_event, appended_types
+from orchestrator.readmodel.reflections import ReflectionRow
+from orchestrator.readmodel.rounds import RoundState, load_round, read_round, update_round
+from orchestrator.readmodel.runs import RunState, load_run, set_status
 from orchestrator.tables import Round, Run, utcnow
 from shared.orchestration import Policy, RunStatus
 
@@ -35,10 +38,10 @@ SEVERITY_WEIGHT = {"critical": 100, "major": 10, "minor": 1}
 
 
 def lock_rules(
-    run: store.RunState,
+    run: RunState,
     policy: Policy,
-    previous: store.RoundState,
-    reflections: list[store.ReflectionRow],
+    previous: RoundState,
+    reflections: list[ReflectionRow],
     round: int,
 ) -> difflock.LockRules:
     """What bounds round ``round``'s revision of ``previous``. A person's open points or
@@ -67,7 +70,7 @@ def record_reverted(
     for reason in set(reasons):
         rt.metrics.reverted_hunks.labels(reason).inc(reasons.count(reason))
     if reasons:
-        store.append_event(
+        append_event(
             session,
             run_id,
             "round.reverted",
@@ -105,7 +108,7 @@ def _lock_overridden(
 ) -> None:
     """The event: which version went on instead (its hash), why, and how many reverts the
     decision undid."""
-    store.append_event(
+    append_event(
         session,
         run_id,
         "round.lock_overridden",
@@ -137,7 +140,7 @@ def unlocked_candidate(session: Session, run: Run, row: Round) -> str | None:
     unlocked = row.unlocked_output
     if not unlocked or unlocked == row.output or row.number < 2:
         return None
-    previous = store.load_round(session, run.id, row.number - 1)
+    previous = read_round(session, run.id, row.number - 1)
     if previous is None:
         return None
     rules = difflock.LockRules(enabled=False, locked=run.locked or [], kind=run.kind)
@@ -242,7 +245,7 @@ def issue_weight(critique: dict[str, Any] | None) -> int:
     )
 
 
-def better(previous: store.RoundState, current: dict[str, Any]) -> str:
+def better(previous: RoundState, current: dict[str, Any]) -> str:
     """``previous`` or ``current``: a passing evaluation wins, else the lighter critique."""
     before = bool((previous.evaluation or {}).get("passed"))
     now = bool((current.get("evaluation") or {}).get("passed"))
@@ -266,8 +269,8 @@ async def keep_better(
     rt = current()
 
     def work(session: Session) -> tuple[dict[str, Any], frozenset[str]]:
-        previous = store.load_round(session, run_id, round - 1)
-        row = records.load_round(session, run_id, round)
+        previous = read_round(session, run_id, round - 1)
+        row = load_round(session, run_id, round)
         assert previous is not None
         assert row is not None
         kept = better(previous, {"evaluation": row.evaluation, "critique": row.critique})
@@ -290,14 +293,14 @@ async def keep_better(
         session.add(row)
         append_event(session, run_id, "round.over_correction", {"round": round, **record})
         session.flush()
-        run = records.load_run(session, run_id)
+        run = load_run(session, run_id)
         paused = False
         if not RunStatus(run.status).final:
             if pause_after:
                 records.pause_for_review(session, run, round)
                 paused = True
             else:
-                records.set_status(session, run, RunStatus.critiquing, round=round)
+                set_status(session, run, RunStatus.critiquing, round=round)
         passed = bool((row.evaluation or {}).get("passed")) if row.evaluation else None
         result = {"passed": passed, "kept": kept, "paused": paused}
         return result, appended_types(session)
@@ -362,8 +365,8 @@ def check_reopened(
     workflow re-asks; the second time the better version is kept here and recorded."""
     if not policy.over_correction_guard or points_open or round < 3 or doc["verdict"] == "pass":
         return None
-    previous = store.load_round(session, run_id, round - 1)
-    before_last = store.load_round(session, run_id, round - 2)
+    previous = read_round(session, run_id, round - 1)
+    before_last = read_round(session, run_id, round - 2)
     if previous is None or before_last is None:
         return None
     issues = reopened_issues(before_last.critique, previous.critique, doc)
@@ -371,7 +374,7 @@ def check_reopened(
         return None
     if attempt == 1:
         return Reopened(issues)
-    row = store.load_round(session, run_id, round)
+    row = read_round(session, run_id, round)
     assert row is not None
     kept = better(previous, {"evaluation": row.evaluation, "critique": doc})
     record = {
@@ -393,6 +396,6 @@ def check_reopened(
                 {"attempt": attempt, "output": row.output, "reason": "over_correction"},
             ],
         )
-    store.update_round(session, run_id, round, values)
-    store.append_event(session, run_id, "round.over_correction", {"round": round, **record})
+    update_round(session, run_id, round, values)
+    append_event(session, run_id, "round.over_correction", {"round": round, **record})
     return Reopened(issues, kept, previous.critique if kept == "previous" else None)

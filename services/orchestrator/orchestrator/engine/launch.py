@@ -6,17 +6,15 @@ from typing import Any
 
 import sqlalchemy as sa
 from dbos import DBOS, SetWorkflowID
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
-from orchestrator.engine import records
 from orchestrator.engine.research import research, research_on
 from orchestrator.engine.runtime import current
 from orchestrator.engine.steps import evaluate
 from orchestrator.engine.workflow import critique_with_retries, guarded, run_workflow
-from orchestrator.tables import Round, Run
+from orchestrator.readmodel.rounds import given_first_rounds
+from orchestrator.readmodel.runs import active_run_ids, load_run
 from shared.orchestration import (
-    FINAL_STATUSES,
-    GIVEN_PROVENANCE,
     Policy,
     RunStatus,
 )
@@ -47,20 +45,11 @@ async def start_segment(run_id: str, segment_id: str, start_round: int, start_st
 async def start_orphans(engine: sa.Engine) -> int:
     """Runs stored but never started (a crash between commit and start) are started now; a
     run whose first version was given starts where a given run starts, never at a draft."""
-    active = [
-        s.value for s in RunStatus if s not in FINAL_STATUSES and s is not RunStatus.awaiting_review
-    ]
     with Session(engine) as session:
-        ids = list(session.exec(select(Run.id).where(sa.column("status").in_(active))))
+        ids = active_run_ids(session)
         given = {
-            run_id: bool((review or {}).get("critic_first"))
-            for run_id, review in session.exec(
-                select(Round.run_id, Round.review).where(
-                    col(Round.run_id).in_(ids),
-                    Round.number == 1,
-                    Round.provenance == GIVEN_PROVENANCE,
-                )
-            )
+            run_id: bool(review.get("critic_first"))
+            for run_id, review in given_first_rounds(session, ids).items()
         }
     started = 0
     for run_id in ids:
@@ -109,7 +98,7 @@ async def given_state(run_id: str) -> dict[str, Any]:
     rt = current()
 
     def read(session: Session) -> dict[str, Any]:
-        run = records.load_run(session, run_id)
+        run = load_run(session, run_id)
         policy = Policy.model_validate(run.policy)
         return {
             "evaluated": run.evaluator != "none",

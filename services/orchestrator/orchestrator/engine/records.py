@@ -1,54 +1,25 @@
-"""Read-model writes the steps share: status changes, finishing a run, escalation context."""
+"""How a run ends and pauses: through the gate, finished, escalated with its whole context,
+or paused for a person. Every row it touches goes through ``orchestrator.readmodel``."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
 
-import sqlalchemy as sa
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
-from orchestrator.engine import gate, settled, store
+from orchestrator.engine import gate, settled
 from orchestrator.engine.policy import Stop
-from orchestrator.events.repository import append_event, hold_event_lock
-from orchestrator.tables import Reflection, ReviewItem, Round, Run, new_id, utcnow
+from orchestrator.readmodel.events import append_event
+from orchestrator.readmodel.reflections import all_reflections
+from orchestrator.readmodel.rounds import RoundState, all_rounds, load_round, read_round
+from orchestrator.readmodel.runs import detached, load_run, read_full_run, set_status, write_columns
+from orchestrator.tables import ReviewItem, Round, Run, new_id, utcnow
 from orchestrator.webhooks import outbox
-from shared.errors import NotFound
 from shared.logging import get_logger
 from shared.orchestration import GIVEN_PROVENANCE, Policy, RunStatus, ShippedBy
 
 log = get_logger("crosscheck.gate")
-
-
-def load_run(session: Session, run_id: str) -> Run:
-    run = session.exec(select(Run).where(Run.id == run_id)).first()
-    if run is None:
-        raise NotFound(f"run {run_id} does not exist")
-    return run
-
-
-def load_round(session: Session, run_id: str, number: int) -> Round | None:
-    return session.exec(select(Round).where(Round.run_id == run_id, Round.number == number)).first()
-
-
-def all_rounds(session: Session, run_id: str) -> list[Round]:
-    return list(
-        session.exec(select(Round).where(Round.run_id == run_id).order_by(col(Round.number)))
-    )
-
-
-def all_reflections(session: Session, run_id: str) -> list[Reflection]:
-    query = select(Reflection).where(Reflection.run_id == run_id)
-    return list(session.exec(query.order_by(col(Reflection.round), col(Reflection.id))))
-
-
-def set_status(session: Session, run: Run, status: RunStatus, **data: Any) -> None:
-    if run.status == status.value:
-        return
-    run.status = status.value
-    run.updated_at = utcnow()
-    session.add(run)
-    append_event(session, run.id, "run.status", {"status": status.value, **data})
 
 
 def escalation_context(session: Session, run: Run, stop: Stop) -> dict[str, Any]:
@@ -109,7 +80,7 @@ def through_gate(
     evaluator: str,
     policy: dict[str, Any],
     binding_points: list[str] | None,
-    final: Round | store.RoundState | None,
+    final: Round | RoundState | None,
 ) -> tuple[Stop, ShippedBy | None]:
     """A ``succeeded`` stop, past the one gate out (``engine/gate.py``): the same stop and
     which gate let the version out, or an escalation that says why the version cannot ship.
@@ -199,9 +170,6 @@ def finalize(session: Session, run: Run, stop: Stop, *, final_round: int | None)
     return stop
 
 
-_SELECT_FULL_RUN = sa.select(store.RUNS).where(store.RUNS.c.id == sa.bindparam("run_id"))
-
-
 def finalize_fast(
     session: Session, run_id: str, stop: Stop, *, final_round: int | None
 ) -> tuple[Run, Stop]:
@@ -215,12 +183,8 @@ def finalize_fast(
         return run, finalize(session, run, stop, final_round=final_round)
     if session.new or session.dirty or session.deleted:
         session.flush()  # ORM writes queued earlier in this step keep their place in order
-    conn = session.connection()
-    row = conn.execute(_SELECT_FULL_RUN, {"run_id": run_id}).first()
-    if row is None:
-        raise NotFound(f"run {run_id} does not exist")
-    values = row._asdict()
-    final = store.load_round(session, run_id, final_round) if final_round else None
+    values = read_full_run(session, run_id)
+    final = read_round(session, run_id, final_round) if final_round else None
     stop, shipped_by = through_gate(
         stop,
         evaluator=values["evaluator"],
@@ -246,22 +210,21 @@ def finalize_fast(
         settled.shipped(session, run_id, final, rounds=values["rounds"], reason=stop.reason)
     if values["status"] != stop.status.value:
         changes["status"] = stop.status.value
-        store.append_event(
+        append_event(
             session,
             run_id,
             "run.status",
             {"status": stop.status.value, "stop_reason": stop.reason.value},
         )
-    hold_event_lock(session)  # before the run's row: see events.repository.hold_event_lock
-    conn.execute(store.UPDATE_RUN, {"_id": run_id, **changes})
+    write_columns(session, run_id, changes)
     values.update(changes)
-    store.append_event(
+    append_event(
         session,
         run_id,
         "run.finished",
         finished_data(stop, final_round, shipped_by),
     )
-    run = Run(**values)  # transient: what the webhooks read, never added to the session
+    run = detached(values)
     outbox.run_finished(session, run, review=None, context=None)
     return run, stop
 

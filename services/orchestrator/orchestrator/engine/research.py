@@ -29,8 +29,10 @@ import sqlalchemy as sa
 from dbos import DBOS
 from sqlmodel import Session
 
-from orchestrator.engine import records, store
 from orchestrator.engine.runtime import current
+from orchestrator.readmodel.events import append_event
+from orchestrator.readmodel.rounds import ROUNDS, all_rounds, read_round, update_round
+from orchestrator.readmodel.runs import read_run
 from orchestrator.tracing import traced_step
 from shared.citations import CitationReport, validate_citations
 from shared.contracts import (
@@ -144,12 +146,12 @@ def for_critic(uncertainties: list[str] | None) -> list[str]:
 
 
 _EARLIER_RESEARCH = (
-    sa.select(store.ROUNDS.c.research)
+    sa.select(ROUNDS.c.research)
     .where(
-        store.ROUNDS.c.run_id == sa.bindparam("run_id"),
-        store.ROUNDS.c.number < sa.bindparam("number"),
+        ROUNDS.c.run_id == sa.bindparam("run_id"),
+        ROUNDS.c.number < sa.bindparam("number"),
     )
-    .order_by(store.ROUNDS.c.number)
+    .order_by(ROUNDS.c.number)
 )
 
 
@@ -270,18 +272,18 @@ async def research(run_id: str, round: int) -> dict[str, Any]:
     rt = current()
 
     def prepare(session: Session) -> tuple[str, list[str], list[Evidence]] | dict[str, Any]:
-        run = store.load_run(session, run_id)
-        row = store.load_round(session, run_id, round)
+        run = read_run(session, run_id)
+        row = read_round(session, run_id, round)
         assert row is not None, "research needs the round's version"
         if row.research is not None:
             return row.research
-        previous = store.load_round(session, run_id, round - 1)
+        previous = read_round(session, run_id, round - 1)
         asked = list((previous.critique or {}).get("queries") or []) if previous else []
         own = [*(row.search_queries or []), *markers(row.output), *(row.uncertainties or [])]
         earlier = evidence_of(previous.research) if previous else []
         searched = [
             q
-            for r in records.all_rounds(session, run_id)
+            for r in all_rounds(session, run_id)
             if r.number < round and r.research
             for q in r.research.get("queries") or []
         ]
@@ -300,12 +302,12 @@ async def research(run_id: str, round: int) -> dict[str, Any]:
     found = record(queries, result, earlier)
 
     def commit(session: Session) -> dict[str, Any]:
-        row = store.load_round(session, run_id, round)
+        row = read_round(session, run_id, round)
         assert row is not None
         if row.research is not None:  # written by an earlier run of this step
             return row.research
-        store.update_round(session, run_id, round, {"research": found})
-        store.append_event(
+        update_round(session, run_id, round, {"research": found})
+        append_event(
             session,
             run_id,
             "research.completed",

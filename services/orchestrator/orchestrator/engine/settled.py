@@ -86,7 +86,7 @@ def revised(session: Session, run_id: str, number: int, critique: dict[str, Any]
 
 
 class Version(Protocol):
-    """A round as either read path loads it (the ORM row, or ``store.RoundState``)."""
+    """A round as either read path loads it (the ORM row, or ``RoundState``)."""
 
     @property
     def number(self) -> int: ...

@@ -29,8 +29,9 @@ from orchestrator.engine.steps import (
     finish,
     resume_state,
 )
-from orchestrator.events.repository import append_event
 from orchestrator.peers.errors import PeerRejected, PeerUnavailable
+from orchestrator.readmodel.events import append_event
+from orchestrator.readmodel.runs import load_run
 from orchestrator.tables import ReviewItem, new_id
 from orchestrator.tracing import traced_step
 from orchestrator.webhooks import outbox
@@ -103,7 +104,7 @@ async def fail_unexpectedly(run_id: str, error_class: str, message: str) -> dict
     rt = current()
 
     def work(session: Session) -> dict[str, Any]:
-        run = records.load_run(session, run_id)
+        run = load_run(session, run_id)
         if RunStatus(run.status).final:
             return {"stop": {"status": run.status, "reason": run.stop_reason}}
         stop = Stop(

@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 
 from orchestrator.events.hub import EventHub
-from orchestrator.events.repository import EVENTS_CHANNEL
+from orchestrator.readmodel.events import EVENTS_CHANNEL
 from shared.logging import get_logger
 
 log = get_logger("crosscheck.events")

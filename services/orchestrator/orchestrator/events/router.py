@@ -13,8 +13,8 @@ from orchestrator.auth.service import Principal, TokenService
 from orchestrator.db import Database
 from orchestrator.deps import Reader, SessionDep, authenticate
 from orchestrator.events.hub import EventHub
-from orchestrator.events.repository import events_after, follow_types, parse_types
-from orchestrator.runs.service import check_event_scope
+from orchestrator.readmodel.events import events_after, follow_types, parse_types
+from orchestrator.readmodel.visibility import check_event_scope
 from orchestrator.tables import utcnow
 from shared.errors import AppError
 from shared.orchestration import EventPublic, Role

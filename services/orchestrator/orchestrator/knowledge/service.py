@@ -9,7 +9,6 @@ from pathlib import Path
 from sqlmodel import Session, col, or_, select
 
 from orchestrator.db import Database
-from orchestrator.engine import store
 from orchestrator.knowledge import index
 from orchestrator.knowledge.embeddings import Vectors, cosine
 from orchestrator.knowledge.schemas import (
@@ -19,6 +18,7 @@ from orchestrator.knowledge.schemas import (
     KnowledgeUpdate,
     PackFile,
 )
+from orchestrator.readmodel.runs import RunChanges, RunState, read_run, update_run
 from orchestrator.settings import OrchestratorSettings
 from orchestrator.tables import KnowledgeEntry, new_id, utcnow
 from shared.contracts import KnowledgeKind, KnowledgeNote, TaskKind
@@ -156,7 +156,7 @@ class KnowledgeService:
         off, where nothing is read or sent."""
         if self.vectors is None:
             return None
-        run = await db.read(lambda s: store.load_run(s, run_id))
+        run = await db.read(lambda s: read_run(s, run_id))
         if run.critic_notes is not None:  # chosen at the run's first critique
             return None
         return await self.vectors.query(db, run.task)
@@ -166,7 +166,7 @@ class KnowledgeService:
         needs none (embeddings off, a revision, or a draft that chose already)."""
         if self.vectors is None or stage != "draft":
             return None
-        run = await db.read(lambda s: store.load_run(s, run_id))
+        run = await db.read(lambda s: read_run(s, run_id))
         if run.actor_knowledge is not None or run.lessons_used is not None:
             return None
         return await self.vectors.query(db, run.task)
@@ -174,7 +174,7 @@ class KnowledgeService:
     def for_actor(
         self,
         session: Session,
-        run: store.RunState,
+        run: RunState,
         stage: str,
         vector: list[float] | None = None,
     ) -> list[KnowledgeNote]:
@@ -188,7 +188,7 @@ class KnowledgeService:
         runs, never a re-run of this one's steps."""
         if run.actor_notes is not None:
             return [KnowledgeNote.model_validate(n) for n in run.actor_notes]
-        changes = store.RunChanges({})
+        changes = RunChanges({})
         chosen = run.actor_knowledge
         if chosen is None and run.lessons_used is None and stage == "draft":
             policy = Policy.model_validate(run.policy)
@@ -206,13 +206,13 @@ class KnowledgeService:
         notes = self.notes(session, chosen if chosen is not None else run.lessons_used or [])
         notes.sort(key=lambda n: n.kind is not KnowledgeKind.lesson)
         changes.values["actor_notes"] = _kept(notes)
-        store.update_run(session, run, changes)  # one UPDATE
+        update_run(session, run, changes)  # one UPDATE
         return notes
 
     def for_critic(
         self,
         session: Session,
-        run: store.RunState,
+        run: RunState,
         profile: str | None,
         vector: list[float] | None = None,
     ) -> list[KnowledgeNote]:
@@ -223,7 +223,7 @@ class KnowledgeService:
         if run.critic_notes is not None:
             return [KnowledgeNote.model_validate(n) for n in run.critic_notes]
         notes = self.relevant(session, run.task, profile, run.tags or [], vector, run.created_by)
-        store.update_run(session, run, store.RunChanges({"critic_notes": _kept(notes)}))
+        update_run(session, run, RunChanges({"critic_notes": _kept(notes)}))
         return notes
 
     def notes(self, session: Session, ids: list[str]) -> list[KnowledgeNote]:

@@ -18,7 +18,8 @@ from orchestrator.engine import records
 from orchestrator.engine.launch import start_segment
 from orchestrator.engine.policy import Stop
 from orchestrator.events.hub import EventHub
-from orchestrator.events.repository import append_event
+from orchestrator.readmodel.events import append_event
+from orchestrator.readmodel.runs import load_run, set_status
 from orchestrator.reviews.service import Resume
 from orchestrator.tables import ReviewItem, utcnow
 from shared.logging import get_logger
@@ -50,7 +51,7 @@ def expire_due(session: Session) -> list[Resume]:
         append_event(
             session, item.run_id, "review.expired", {"review_id": item.id, "then": action.value}
         )
-        run = records.load_run(session, item.run_id)
+        run = load_run(session, item.run_id)
         if item.kind != "pre_critique" or run.status != RunStatus.awaiting_review.value:
             continue
         if action is ExpiryAction.escalate:
@@ -61,7 +62,7 @@ def expire_due(session: Session) -> list[Resume]:
             )
             records.finalize(session, run, stop, final_round=item.round)
         else:
-            records.set_status(session, run, RunStatus.critiquing, round=item.round)
+            set_status(session, run, RunStatus.critiquing, round=item.round)
             resumes.append(Resume(run.id, item.id, item.round, "critique"))
     return resumes
 

@@ -8,8 +8,8 @@ from typing import Any
 from sqlmodel import Session, col, select
 
 from orchestrator.auth.service import Principal
-from orchestrator.engine import records
-from orchestrator.tables import CriticJudgement, ReviewItem, Run, utcnow
+from orchestrator.readmodel.rounds import load_round
+from orchestrator.tables import CriticJudgement, ReviewItem, utcnow
 from shared.errors import AppError, Conflict
 from shared.orchestration import (
     CriticJudgement as JudgementIn,
@@ -30,7 +30,7 @@ def judged_critique(session: Session, item: ReviewItem) -> tuple[int, dict[str, 
     """The critique an item's reviewer sees: its round's, or the previous round's when its
     round is not critiqued yet (a review before the critique); None if neither is."""
     for number in (item.round, item.round - 1):
-        row = records.load_round(session, item.run_id, number) if number >= 1 else None
+        row = load_round(session, item.run_id, number) if number >= 1 else None
         if row is not None and row.critique is not None:
             return number, row.critique
     return None
@@ -128,24 +128,3 @@ def by_review(session: Session, review_ids: set[str]) -> dict[str, list[CriticJu
     for row in session.exec(query):
         out.setdefault(row.review_id, []).append(row)
     return out
-
-
-def agreement(session: Session, recent: list[Any]) -> dict[tuple[str, str, str], list[int]]:
-    """(profile, error type, dimension) -> [judged, agreed], over the runs ``recent`` keeps."""
-    tally: dict[tuple[str, str, str], list[int]] = {}
-    rows = session.exec(
-        select(
-            CriticJudgement.verdict,
-            CriticJudgement.error_type,
-            CriticJudgement.dimension,
-            Run.policy,
-        )
-        .join(Run, col(Run.id) == col(CriticJudgement.run_id))
-        .where(*recent)
-    )
-    for verdict, error_type, dimension, policy in rows:
-        profile = str((policy or {}).get("profile") or "default")
-        counts = tally.setdefault((profile, error_type, dimension), [0, 0])
-        counts[0] += 1
-        counts[1] += int(verdict == JudgementVerdict.agree.value)
-    return tally

@@ -20,11 +20,15 @@ from sqlmodel import Session, col, select
 from orchestrator.auth.service import Principal
 from orchestrator.engine import records, settled
 from orchestrator.engine.policy import Stop, output_hash
-from orchestrator.events.repository import append_event
+from orchestrator.readmodel.events import append_event
+from orchestrator.readmodel.reflections import add_reflection, all_reflections
+from orchestrator.readmodel.rounds import add_round, all_rounds, critiques, load_round
+from orchestrator.readmodel.runs import load_run, set_status, tasks_of
+from orchestrator.readmodel.visibility import may_see_review, visible_reviews
 from orchestrator.reviews import judgements
 from orchestrator.reviews.lessons import promote
 from orchestrator.runs.service import parse_cursor
-from orchestrator.tables import Reflection, ReviewItem, Round, Run, utcnow
+from orchestrator.tables import ReviewItem, Run, utcnow
 from orchestrator.webhooks import outbox
 from shared.errors import AppError, Conflict, Forbidden, NotFound
 from shared.orchestration import (
@@ -89,7 +93,7 @@ def critic_agreement(
     """The Critic's verdict on the version the person decided on, and whether the person
     agreed: approving is a pass; commenting, editing, rejecting or retrying is not. None
     when the Critic had not judged that version (a review before the critique)."""
-    row = records.load_round(session, run.id, round) if round else None
+    row = load_round(session, run.id, round) if round else None
     verdict = (row.critique or {}).get("verdict") if row is not None else None
     if verdict is None:
         return None, None
@@ -107,17 +111,11 @@ def critic_confidence(session: Session, items: list[ReviewItem]) -> dict[str, fl
     """Each item's Critic confidence, in one query for the page: its round's critique, or the
     previous round's when its round is not critiqued yet (a review before the critique)."""
     wanted = {(i.run_id, n) for i in items for n in (i.round, i.round - 1) if n >= 1}
-    if not wanted:
-        return {}
-    query = select(Round.run_id, Round.number, Round.critique).where(
-        col(Round.run_id).in_({run_id for run_id, _ in wanted}),
-        col(Round.number).in_({number for _, number in wanted}),
-    )
     found: dict[tuple[str, int], float] = {}
-    for run_id, number, critique in session.exec(query):
+    for key, critique in critiques(session, wanted).items():
         value = (critique or {}).get("confidence")
-        if (run_id, number) in wanted and isinstance(value, int | float):
-            found[(run_id, number)] = float(value)
+        if isinstance(value, int | float):
+            found[key] = float(value)
     out: dict[str, float] = {}
     for item in items:
         for number in (item.round, item.round - 1):
@@ -142,7 +140,10 @@ class ReviewService:
         now = utcnow()
         claimed = col(ReviewItem.status) == ReviewStatus.claimed.value
         lapsed = and_(claimed, col(ReviewItem.lease_expires_at) <= now)
-        query = select(ReviewItem, Run.task).join(Run, col(Run.id) == col(ReviewItem.run_id))
+        query = select(ReviewItem)
+        scope = visible_reviews(principal)
+        if scope is not None:
+            query = query.where(scope)  # a service: its own runs' items
         if status is ReviewStatus.pending:
             query = query.where(or_(col(ReviewItem.status) == status.value, lapsed))
         elif status is ReviewStatus.claimed:
@@ -153,26 +154,27 @@ class ReviewService:
             query = query.where(col(ReviewItem.kind) == kind.value)
         if run_id is not None:
             query = query.where(col(ReviewItem.run_id) == run_id)
-        if principal is not None and principal.role is Role.service:
-            query = query.where(col(Run.created_by) == principal.id)  # its own runs' items
         if cursor:
             query = query.where(col(ReviewItem.seq) < parse_cursor(cursor))
         rows = list(session.exec(query.order_by(col(ReviewItem.seq).desc()).limit(limit + 1)))
         page, more = rows[:limit], len(rows) > limit
-        confidence = critic_confidence(session, [item for item, _ in page])
+        confidence = critic_confidence(session, page)
+        tasks = tasks_of(session, {item.run_id for item in page})
         return ReviewPage(
-            items=[self._summary(item, task, now, confidence.get(item.id)) for item, task in page],
-            next_cursor=str(page[-1][0].seq) if more and page else None,
+            items=[
+                self._summary(item, tasks.get(item.run_id, ""), now, confidence.get(item.id))
+                for item in page
+            ],
+            next_cursor=str(page[-1].seq) if more and page else None,
         )
 
     def get(
         self, session: Session, review_id: str, principal: Principal | None = None
     ) -> ReviewPublic:
         item = self._load(session, review_id)
-        run = records.load_run(session, item.run_id)
-        if principal is not None and principal.role is Role.service:
-            if run.created_by != principal.id:  # another service's run: as if absent
-                raise NotFound(f"review {review_id} does not exist")
+        run = load_run(session, item.run_id)
+        if not may_see_review(principal, run):  # another service's run: as if absent
+            raise NotFound(f"review {review_id} does not exist")
         summary = self._summary(
             item, run.task, utcnow(), critic_confidence(session, [item]).get(item.id)
         )
@@ -229,7 +231,7 @@ class ReviewService:
                 "until": item.lease_expires_at.isoformat(),
             },
         )
-        return self._summary(item, records.load_run(session, item.run_id).task, now)
+        return self._summary(item, load_run(session, item.run_id).task, now)
 
     def release(self, session: Session, principal: Principal, review_id: str) -> ReviewSummary:
         """Give a claimed item back: its holder, or an admin whoever holds it."""
@@ -244,7 +246,7 @@ class ReviewService:
             )
         by = None if item.claimed_by == principal.id else principal.id
         self._free(session, item, by=by)
-        return self._summary(item, records.load_run(session, item.run_id).task, now)
+        return self._summary(item, load_run(session, item.run_id).task, now)
 
     def release_claims_of(self, session: Session, holder_id: str) -> int:
         """Give back every item token ``holder_id`` holds (it was revoked): nobody else
@@ -297,7 +299,7 @@ class ReviewService:
                     )
                 if done.get("request_hash") != decision_hash(decision):
                     raise Conflict("this Idempotency-Key was already used for a different decision")
-                run = records.load_run(session, item.run_id)
+                run = load_run(session, item.run_id)
                 result = DecisionResult(
                     review_id=item.id,
                     run_id=item.run_id,
@@ -315,7 +317,7 @@ class ReviewService:
                 f"a {item.kind} review takes {', '.join(a.value for a in allowed)}, "
                 f"not {decision.action.value}"
             )
-        run = records.load_run(session, item.run_id)
+        run = load_run(session, item.run_id)
         if run.status != RunStatus.awaiting_review.value and item.kind == "pre_critique":
             raise Conflict(f"run {run.id} is no longer waiting for this review ({run.status})")
         if decision.critic_judgements:
@@ -324,15 +326,7 @@ class ReviewService:
         resume: Resume | None = None
         lesson_id: str | None = None
         if decision.comment:
-            session.add(
-                Reflection(
-                    run_id=run.id,
-                    round=item.round,
-                    source="human",
-                    author=author,
-                    content=decision.comment,
-                )
-            )
+            add_reflection(session, run.id, item.round, "human", decision.comment, author)
             if decision.lesson:
                 lesson_id = promote(
                     session, run, decision.comment, decision.lesson_scope, author
@@ -341,21 +335,22 @@ class ReviewService:
         final_round = item.round or None
         if action is DecisionAction.edit:
             # The edit is a new version (provenance "human"); the one it replaces stays.
-            if records.load_round(session, run.id, item.round) is None:
+            if load_round(session, run.id, item.round) is None:
                 raise Conflict(f"run {run.id} has no output in round {item.round} to edit")
             assert decision.output is not None
             if item.round == run.rounds:  # the version it replaces settles, judged by this edit
                 settled.settle(session, judged=True)
             final_round = run.rounds + 1
-            session.add(
-                Round(
-                    run_id=run.id,
-                    number=final_round,
-                    output=decision.output,
-                    output_hash=output_hash(decision.output),
-                    provenance="human",
-                    review={"review_id": item.id, "edited_by": author, "from_round": item.round},
-                )
+            edit = {"review_id": item.id, "edited_by": author, "from_round": item.round}
+            digest = output_hash(decision.output)
+            add_round(
+                session,
+                run.id,
+                final_round,
+                decision.output,
+                digest,
+                provenance="human",
+                review=edit,
             )
             run.rounds = final_round
             run.human_rounds += 1
@@ -386,7 +381,7 @@ class ReviewService:
             policy = Policy.model_validate(run.policy)
             policy.max_rounds = min(20, max(run.rounds, policy.max_rounds) + decision.rounds)
             run.policy = policy.model_dump(mode="json")
-            last = records.load_round(session, run.id, run.rounds) if run.rounds else None
+            last = load_round(session, run.id, run.rounds) if run.rounds else None
             if last is not None and last.critique is None:
                 # the run stopped before its last version was critiqued (the Critic was down,
                 # say): carry on from there, never revise a version nobody has judged
@@ -412,7 +407,7 @@ class ReviewService:
             nxt = RunStatus.critiquing if resume.stage == "critique" else RunStatus.revising
             if resume.stage == "draft":
                 nxt = RunStatus.drafting
-            records.set_status(session, run, nxt, round=resume.round, resumed_by=item.id)
+            set_status(session, run, nxt, round=resume.round, resumed_by=item.id)
         item.status = ReviewStatus.resolved.value
         item.resolved_at = now
         item.lease_expires_at = None
@@ -488,7 +483,7 @@ class ReviewService:
     def _context(session: Session, item: ReviewItem, run: Run) -> dict[str, object]:
         """What a reviewer reads: the task, this round's output beside the previous one,
         evaluator results, earlier critiques and reflections."""
-        rounds = records.all_rounds(session, run.id)
+        rounds = all_rounds(session, run.id)
         current = next((r for r in rounds if r.number == item.round), None)
         previous = next((r for r in rounds if r.number == item.round - 1), None)
         return {
@@ -506,6 +501,6 @@ class ReviewService:
             ],
             "reflections": [
                 {"round": f.round, "source": f.source, "author": f.author, "content": f.content}
-                for f in records.all_reflections(session, run.id)
+                for f in all_reflections(session, run.id)
             ],
         }

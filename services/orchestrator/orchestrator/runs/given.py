@@ -14,8 +14,9 @@ from sqlmodel import Session
 
 from orchestrator.auth.service import Principal
 from orchestrator.engine.policy import output_hash
-from orchestrator.events.repository import append_event
-from orchestrator.tables import Round, Run
+from orchestrator.readmodel import rounds
+from orchestrator.readmodel.events import append_event
+from orchestrator.tables import Run
 from shared.orchestration import GIVEN_PROVENANCE, EvaluatorKind, RunCreate, RunStatus
 
 
@@ -32,20 +33,8 @@ def add_round(
     """Round 1 of ``run``: the caller's text, marked as theirs (never a model's or a
     reviewer's version). ``review`` records who gave it and what comes first."""
     digest = output_hash(text)
-    session.add(
-        Round(
-            run_id=run.id,
-            number=1,
-            output=text,
-            output_hash=digest,
-            provenance=GIVEN_PROVENANCE,
-            review={
-                "given_by": principal.id,
-                "author": principal.name,
-                "critic_first": critic_first,
-            },
-        )
-    )
+    review = {"given_by": principal.id, "author": principal.name, "critic_first": critic_first}
+    rounds.add_round(session, run.id, 1, text, digest, provenance=GIVEN_PROVENANCE, review=review)
     append_event(
         session,
         run.id,

@@ -14,11 +14,11 @@ from sqlmodel import Session
 
 from orchestrator.db import Database
 from orchestrator.deps import Reader, ServiceCaller, SessionDep
-from orchestrator.engine import records
 from orchestrator.engine.launch import start_given, start_run
 from orchestrator.evaluators.schema import check_schema
 from orchestrator.events.hub import EventHub
 from orchestrator.knowledge.profiles import ProfileCatalog
+from orchestrator.readmodel.runs import load_run
 from orchestrator.runs.service import MAX_PAGE, MAX_QUERY, RunService
 from orchestrator.tables import Run
 from orchestrator.webhooks.service import check_target
@@ -76,7 +76,7 @@ def prefer_wait(values: list[str]) -> int | None:
 
 
 def _status(session: Session, run_id: str) -> RunStatus:
-    return RunStatus(records.load_run(session, run_id).status)
+    return RunStatus(load_run(session, run_id).status)
 
 
 async def wait_for_outcome(

@@ -7,25 +7,28 @@ import json
 import re
 from typing import Any
 
-import sqlalchemy as sa
-from sqlmodel import Session, col, or_, select
+from sqlmodel import Session, col, select
 
 from orchestrator.auth.service import Principal
-from orchestrator.engine import records, store
+from orchestrator.engine import records
 from orchestrator.engine.policy import Stop
-from orchestrator.events.repository import append_event
+from orchestrator.readmodel.calls import calls_of
+from orchestrator.readmodel.events import append_event
+from orchestrator.readmodel.reflections import all_reflections
+from orchestrator.readmodel.rounds import all_rounds
+from orchestrator.readmodel.runs import created_with_key, insert_run, load_run, newest_runs
+from orchestrator.readmodel.visibility import load_visible, visible_runs
 from orchestrator.runs import given
-from orchestrator.tables import ModelCall, ReviewItem, Run, new_id, utcnow
+from orchestrator.tables import ReviewItem, Run, new_id, utcnow
 from orchestrator.webhooks import outbox
 from orchestrator.webhooks.service import WebhookRefused
 from shared.contracts import Depth, TaskKind
-from shared.errors import BadRequest, Conflict, Forbidden, NotFound
+from shared.errors import BadRequest, Conflict
 from shared.orchestration import (
     EvaluatorKind,
     Policy,
     ReflectionPublic,
     ReviewStatus,
-    Role,
     RoundPublic,
     RunCreate,
     RunPage,
@@ -50,48 +53,6 @@ def parse_cursor(cursor: str) -> int:
     return int(cursor)
 
 
-def in_review() -> sa.ColumnElement[bool]:
-    """Runs a person has been asked to look at (any review item, open or settled)."""
-    return sa.exists().where(col(ReviewItem.run_id) == col(Run.id))
-
-
-def visible_runs(principal: Principal) -> sa.ColumnElement[bool] | None:
-    """Which runs a caller may see: admins every run, a service the runs it created, a
-    reviewer the runs that are or were in review. None: no restriction."""
-    if principal.role is Role.admin:
-        return None
-    if principal.role is Role.service:
-        return col(Run.created_by) == principal.id
-    return in_review()
-
-
-def check_event_scope(session: Session, principal: Principal, run_id: str | None) -> bool:
-    """Events follow run visibility (``visible_runs``): a service reads the events of one
-    of its own runs (``run_id``), a reviewer those of runs in review, an admin all. Another
-    run's ``run_id`` is a 404. True: keep only the events of runs in review (a reviewer
-    reading every run's events)."""
-    if principal.role is Role.admin:
-        return False
-    if run_id is not None:
-        load_visible(session, principal, run_id)
-        return False
-    if principal.role is Role.service:
-        raise Forbidden("a service token reads the events of its own runs: pass run_id")
-    return True
-
-
-def load_visible(session: Session, principal: Principal, run_id: str) -> Run:
-    """The run, or 404 when it does not exist or the caller may not see it (alike)."""
-    query = select(Run).where(Run.id == run_id)
-    scope = visible_runs(principal)
-    if scope is not None:
-        query = query.where(scope)
-    run = session.exec(query).first()
-    if run is None:
-        raise NotFound(f"run {run_id} does not exist")
-    return run
-
-
 def request_hash(body: RunCreate) -> str:
     # Without a callback_url (locked, given_output, policy.latency_budget_s) the hash is what
     # it was before the field existed.
@@ -105,9 +66,6 @@ def request_hash(body: RunCreate) -> str:
     return hashlib.sha256(
         json.dumps(body.model_dump(mode="json", exclude=skip), sort_keys=True).encode()
     ).hexdigest()
-
-
-_INSERT_RUN = store.RUNS.insert()
 
 
 class RunService:
@@ -125,11 +83,7 @@ class RunService:
         Critic's profiles (None: not resolved); ``traceparent``: the trace its steps join."""
         digest = request_hash(body)
         if idempotency_key:
-            existing = session.exec(
-                select(Run).where(
-                    Run.created_by == principal.id, Run.idempotency_key == idempotency_key
-                )
-            ).first()
+            existing = created_with_key(session, principal.id, idempotency_key)
             if existing is not None:
                 if existing.request_hash != digest:
                     raise Conflict(
@@ -163,23 +117,19 @@ class RunService:
             critique_depth=critique_depth.value if critique_depth else None,
             traceparent=traceparent,
         )
-        # Core, not the ORM: the row and its event as two plain INSERTs (the unit of work
-        # cost more than the SQL on every run's creation). The run stays detached.
-        row = run.model_dump(exclude={"seq"})
-        session.connection().execute(_INSERT_RUN, row)
-        store.append_event(session, run.id, "run.created", {"status": run.status, "kind": run.kind})
+        insert_run(session, run)
         if body.given_output is not None:
             given.add_round(session, principal, run, body.given_output, body.critic_first)
         return run, True
 
     def get(self, session: Session, run_id: str, principal: Principal | None = None) -> RunPublic:
         run = (
-            records.load_run(session, run_id)
+            load_run(session, run_id)
             if principal is None
             else load_visible(session, principal, run_id)
         )
-        rounds = records.all_rounds(session, run_id)
-        reflections = records.all_reflections(session, run_id)
+        rounds = all_rounds(session, run_id)
+        reflections = all_reflections(session, run_id)
         return RunPublic(
             id=run.id,
             status=RunStatus(run.status),
@@ -255,21 +205,9 @@ class RunService:
         q: str | None = None,
         principal: Principal | None = None,
     ) -> RunPage:
-        query = select(Run)
         scope = visible_runs(principal) if principal is not None else None
-        if scope is not None:
-            query = query.where(scope)
-        if status is not None:
-            query = query.where(Run.status == status.value)
-        needle = (q or "").strip()
-        if needle:
-            # LIKE wildcards in the search are literal characters (autoescape).
-            query = query.where(
-                or_(col(Run.id) == needle, col(Run.task).icontains(needle, autoescape=True))
-            )
-        if cursor:
-            query = query.where(col(Run.seq) < parse_cursor(cursor))
-        rows = list(session.exec(query.order_by(col(Run.seq).desc()).limit(limit + 1)))
+        before = parse_cursor(cursor) if cursor else None
+        rows = newest_runs(session, scope, status, (q or "").strip(), before, limit + 1)
         page, more = rows[:limit], len(rows) > limit
         return RunPage(
             items=[
@@ -351,13 +289,11 @@ class RunService:
         self, session: Session, run_id: str, principal: Principal | None = None
     ) -> Trajectory:
         run = (
-            records.load_run(session, run_id)
+            load_run(session, run_id)
             if principal is None
             else load_visible(session, principal, run_id)
         )
-        calls = session.exec(
-            select(ModelCall).where(ModelCall.run_id == run_id).order_by(col(ModelCall.id))
-        )
+        calls = calls_of(session, run_id)
         return Trajectory(
             run_id=run.id,
             task=run.task,

@@ -18,14 +18,14 @@ from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from orchestrator.engine import settled
-from orchestrator.reviews import judgements
-from orchestrator.tables import ModelCall, ReviewItem, Round, Run, utcnow
+from orchestrator.tables import CriticJudgement, ModelCall, ReviewItem, Round, Run, utcnow
 from shared.errors import BadRequest
 from shared.orchestration import (
     ADOPTION_BAND,
     FINAL_STATUSES,
     AgreementStats,
     IssueAgreementStats,
+    JudgementVerdict,
     ProviderStats,
     ReviewStatus,
     RoundsBucket,
@@ -184,7 +184,7 @@ class StatsService:
             tally[1] += int(bool(agreed))
         decided.close()
 
-        by_issue = judgements.agreement(session, recent)
+        by_issue = judgement_agreement(session, recent)
         reflection = self._reflection(session, recent)
         guarded = self._over_corrections(session, recent)
         adoption = round(float(mean), 6) if samples else None
@@ -315,3 +315,26 @@ class StatsService:
             "degraded_rate": round(degraded / critiques, 6) if critiques else None,
             "critiques_by_depth": dict(sorted(by_depth.items())),
         }
+
+
+def judgement_agreement(
+    session: Session, recent: list[Any]
+) -> dict[tuple[str, str, str], list[int]]:
+    """(profile, error type, dimension) -> [judged, agreed], over the runs ``recent`` keeps."""
+    tally: dict[tuple[str, str, str], list[int]] = {}
+    rows = session.exec(
+        select(
+            CriticJudgement.verdict,
+            CriticJudgement.error_type,
+            CriticJudgement.dimension,
+            Run.policy,
+        )
+        .join(Run, col(Run.id) == col(CriticJudgement.run_id))
+        .where(*recent)
+    )
+    for verdict, error_type, dimension, policy in rows:
+        profile = str((policy or {}).get("profile") or "default")
+        counts = tally.setdefault((profile, error_type, dimension), [0, 0])
+        counts[0] += 1
+        counts[1] += int(verdict == JudgementVerdict.agree.value)
+    return tally

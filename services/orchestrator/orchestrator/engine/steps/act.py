@@ -9,14 +9,7 @@ from typing import Any
 from dbos import DBOS
 from sqlmodel import Session
 
-from orchestrator.engine import (
-    drafts,
-    guard,
-    records,
-    research,
-    sectioned,
-    store,
-)
+from orchestrator.engine import drafts, guard, research, sectioned
 from orchestrator.engine.runtime import Runtime, current
 from orchestrator.engine.steps import requests
 from orchestrator.engine.steps.act_commit import ActInput, ActStep, commit, revised_version
@@ -31,6 +24,9 @@ from orchestrator.engine.steps.common import (
 from orchestrator.engine.steps.critique import load_critique_request
 from orchestrator.engine.steps.outcomes import ActOutcome, StopInfo, read_back
 from orchestrator.evaluators.base import EvaluationJob
+from orchestrator.readmodel.reflections import read_reflections
+from orchestrator.readmodel.rounds import read_round
+from orchestrator.readmodel.runs import load_run, read_run
 from shared.contracts import ActorResult, DraftRequest, ReviseRequest, TaskKind
 from shared.orchestration import Policy
 
@@ -45,7 +41,7 @@ def _prepare(
     guard_note: str | None,
     vector: list[float] | None,
 ) -> ActInput:
-    run = store.load_run(session, run_id)
+    run = read_run(session, run_id)
     if run.cancel_requested:
         finish_run(rt, session, run_id, CANCELLED, run.rounds or None)
         return ActInput(cancelled=True)
@@ -57,7 +53,7 @@ def _prepare(
         )
         if policy.drafts == 1:
             return ActInput(False, draft, policy)
-        full = records.load_run(session, run_id)
+        full = load_run(session, run_id)
         return ActInput(
             False,
             draft,
@@ -71,9 +67,9 @@ def _prepare(
             ),
             evaluator=rt.evaluators.get(run.evaluator),
         )
-    previous = store.load_round(session, run_id, round - 1)
+    previous = read_round(session, run_id, round - 1)
     assert previous is not None, "a revision needs the previous round"
-    rows = store.reflections(session, run_id)
+    rows = read_reflections(session, run_id)
     reflections = requests.reflections_of(rows)
     evidence = research.evidence_of(previous.research)
     rollback_note = requests.rollback_note(policy, round, attempt, guard_note)

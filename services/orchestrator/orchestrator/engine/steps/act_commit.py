@@ -9,13 +9,17 @@ from typing import Any
 
 from sqlmodel import Session
 
-from orchestrator.engine import difflock, discipline, guard, research, settled, store
+from orchestrator.engine import difflock, discipline, guard, research, settled
 from orchestrator.engine.policy import Stop, after_output, output_hash, shrank, shrink_ratio
 from orchestrator.engine.runtime import Runtime
 from orchestrator.engine.sections import Section
 from orchestrator.engine.steps.common import Call, bill_calls, finish_run
 from orchestrator.engine.steps.outcomes import ActOutcome, StopInfo
 from orchestrator.evaluators.base import EvaluationJob, Evaluator
+from orchestrator.readmodel.events import append_event
+from orchestrator.readmodel.reflections import add_reflection
+from orchestrator.readmodel.rounds import insert_round, read_round, update_round
+from orchestrator.readmodel.runs import RunChanges, read_run, update_run
 from shared.contracts import (
     ActorResult,
     CritiqueRequest,
@@ -162,18 +166,18 @@ def commit(
     revised_sections: list[dict[str, Any]] | None,
 ) -> ActOutcome:
     run_id, round, attempt, revising = step.run_id, step.round, step.attempt, step.revising
-    run = store.load_run(session, run_id)
-    changes = store.RunChanges({"rounds": max(run.rounds, round)})
+    run = read_run(session, run_id)
+    changes = RunChanges({"rounds": max(run.rounds, round)})
     points_open = bool(run.binding_points)
     bill_calls(rt, session, run, changes, round, calls)
     if revised_sections is not None:
-        store.update_round(session, run_id, round - 1, {"sections": revised_sections})
-    row = store.load_round(session, run_id, round)
+        update_round(session, run_id, round - 1, {"sections": revised_sections})
+    row = read_round(session, run_id, round)
     rolled_back = list(row.rolled_back or []) if row else []
     if row is not None and attempt > 1 and row.output != version.output:
         rolled_back.append({"attempt": attempt - 1, "output": row.output, "reason": step.reason})
     if prepared.rollback_note and row is not None and attempt > 1:
-        store.add_reflection(session, run_id, round, "evaluator", prepared.rollback_note)
+        add_reflection(session, run_id, round, "evaluator", prepared.rollback_note)
     assert prepared.request is not None
     received = [n.id for n in prepared.request.knowledge]  # what this call's Actor was given
     values = _round_values(result, version, received, rolled_back, extra)
@@ -201,7 +205,7 @@ def commit(
                 *rolled_back,
                 {"attempt": attempt, "output": version.output, "reason": "shrank"},
             ]
-            previous = store.load_round(session, run_id, round - 1)
+            previous = read_round(session, run_id, round - 1)
             assert previous is not None
             values["output"], values["output_hash"] = previous.output, previous.output_hash
             values["unlocked_output"] = None
@@ -212,14 +216,14 @@ def commit(
                 f"kept round {round - 1}",
             )
     if row is None:
-        store.insert_round(session, run_id, round, values)
+        insert_round(session, run_id, round, values)
         if revising:  # the version it revises settles (once: a re-run finds the row)
             settled.revised(session, run_id, round - 1, prepared.previous_critique)
     else:
-        store.update_round(session, run_id, round, values)
+        update_round(session, run_id, round, values)
     if version.locked is not None and version.locked.reverted:
         guard.record_reverted(rt, session, run_id, round, attempt, version.locked)
-    store.append_event(
+    append_event(
         session,
         run_id,
         "round.output",
@@ -239,13 +243,13 @@ def commit(
             policy, round=round, seen_hashes=step.seen_hashes, out=out, points_open=points_open
         )
     if stop is not None:
-        store.update_run(session, run, changes)
+        update_run(session, run, changes)
         stop = finish_run(rt, session, run_id, stop, round)
     elif too_short:
-        store.update_run(session, run, changes)
+        update_run(session, run, changes)
     else:
         nxt = RunStatus.evaluating if run.evaluator != "none" else RunStatus.critiquing
-        store.update_run(session, run, changes, status=nxt, event={"round": round})
+        update_run(session, run, changes, status=nxt, event={"round": round})
     return ActOutcome(
         stop=StopInfo.of(stop),
         output_hash=version.digest,
@@ -262,14 +266,14 @@ def commit(
 def _facts(session: Session, run_id: str, round: int, version: Version) -> None:
     """Facts about the new version, like a failed test: the next revision must fix them."""
     if version.unsourced:  # remove or source the claim
-        store.add_reflection(
+        add_reflection(
             session, run_id, round, "evaluator", discipline.unsourced_note(round, version.unsourced)
         )
-        store.append_event(
+        append_event(
             session,
             run_id,
             "round.unsourced_claims",
             {"round": round, "issues": [i.id for i in version.unsourced]},
         )
     if version.citation_note:  # fix its references
-        store.add_reflection(session, run_id, round, "evaluator", version.citation_note[:8000])
+        add_reflection(session, run_id, round, "evaluator", version.citation_note[:8000])

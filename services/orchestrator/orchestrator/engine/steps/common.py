@@ -17,11 +17,13 @@ from sqlmodel import Session
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 from tenacity.wait import wait_exponential_jitter
 
-from orchestrator.engine import records, store
+from orchestrator.engine import records
 from orchestrator.engine.policy import Stop
 from orchestrator.engine.runtime import Runtime, current
-from orchestrator.events.repository import append_event, appended_types
 from orchestrator.peers.errors import PeerUnavailable
+from orchestrator.readmodel.calls import FailedCall, record_call
+from orchestrator.readmodel.events import append_event, appended_types
+from orchestrator.readmodel.runs import RunChanges, RunState, read_run, update_run
 from orchestrator.tables import Run
 from orchestrator.tracing import traced_step
 from shared import deadline
@@ -148,17 +150,17 @@ def finish_run(rt: Runtime, session: Session, run_id: str, stop: Stop, final: in
 def bill(
     rt: Runtime,
     session: Session,
-    run: store.RunState,
-    changes: store.RunChanges,
+    run: RunState,
+    changes: RunChanges,
     *,
     round: int,
     role: str,
     stage: str,
     key: str,
-    result: ActorResult | CritiqueResult | store.FailedCall,
+    result: ActorResult | CritiqueResult | FailedCall,
 ) -> None:
     """Store the call for the trajectory and bill it, once per key."""
-    usage = store.record_call(
+    usage = record_call(
         session, run.id, round=round, role=role, stage=stage, key=key, result=result
     )
     if usage is not None:
@@ -175,8 +177,8 @@ def bill(
 def bill_calls(
     rt: Runtime,
     session: Session,
-    run: store.RunState,
-    changes: store.RunChanges,
+    run: RunState,
+    changes: RunChanges,
     round: int,
     calls: list[Call],
 ) -> None:
@@ -188,8 +190,8 @@ def bill_calls(
 def bill_critiques(
     rt: Runtime,
     session: Session,
-    run: store.RunState,
-    changes: store.RunChanges,
+    run: RunState,
+    changes: RunChanges,
     round: int,
     calls: list[tuple[str, CritiqueResult]],
 ) -> None:
@@ -201,8 +203,8 @@ def bill_critiques(
 def bill_failed(rt: Runtime, session: Session, run_id: str, failed_call: dict[str, Any]) -> None:
     """Bill a failed peer call (``PeerRejected.billing`` / ``PeerUnavailable.billing``) to
     the run's current round: tokens, cost, trajectory and stats, once per key."""
-    state = store.load_run(session, run_id)
-    changes = store.RunChanges({})
+    state = read_run(session, run_id)
+    changes = RunChanges({})
     bill(
         rt,
         session,
@@ -212,9 +214,9 @@ def bill_failed(rt: Runtime, session: Session, run_id: str, failed_call: dict[st
         role=str(failed_call["role"]),
         stage=str(failed_call["stage"]),
         key=str(failed_call["key"]),
-        result=store.FailedCall(
+        result=FailedCall(
             Usage.model_validate(failed_call["usage"]),
             [ModelExchange.model_validate(e) for e in failed_call.get("exchanges") or []],
         ),
     )
-    store.update_run(session, state, changes)
+    update_run(session, state, changes)

@@ -11,7 +11,7 @@ from typing import Any
 from dbos import DBOS
 from sqlmodel import Session
 
-from orchestrator.engine import discipline, drafts, research, sectioned, store
+from orchestrator.engine import discipline, drafts, research, sectioned
 from orchestrator.engine.policy import change_ratio
 from orchestrator.engine.runtime import Runtime, current
 from orchestrator.engine.steps import critique_commit, requests
@@ -19,6 +19,9 @@ from orchestrator.engine.steps.common import CANCELLED, finish_run, step_budget,
 from orchestrator.engine.steps.critique_commit import CritiqueInput
 from orchestrator.engine.steps.outcomes import CritiqueOutcome, StopInfo, read_back
 from orchestrator.knowledge.service import profile_for
+from orchestrator.readmodel.reflections import read_reflections
+from orchestrator.readmodel.rounds import read_round
+from orchestrator.readmodel.runs import RunState, read_run
 from shared.contracts import (
     MAX_EVIDENCE,
     CritiqueRequest,
@@ -36,7 +39,7 @@ OFF_LOOP_CHARS = 8_000  # longer texts are compared on a worker thread, off the 
 def load_critique_request(
     rt: Runtime,
     session: Session,
-    run: store.RunState,
+    run: RunState,
     policy: Policy,
     output: str,
     round: int,
@@ -46,7 +49,7 @@ def load_critique_request(
 ) -> CritiqueRequest:
     """The Critic's request for ``output``, with the reviewers' reflections and the
     knowledge chosen for the run's profile."""
-    human = store.reflections(session, run.id, source="human")
+    human = read_reflections(session, run.id, source="human")
     profile = profile_for(policy.profile, TaskKind(run.kind))
     knowledge = rt.knowledge.for_critic(session, run, profile, vector)
     return requests.critique_request(
@@ -57,13 +60,13 @@ def load_critique_request(
 def _prepare(
     rt: Runtime, session: Session, run_id: str, round: int, vector: list[float] | None
 ) -> CritiqueInput | None:
-    run = store.load_run(session, run_id)
+    run = read_run(session, run_id)
     if run.cancel_requested:
         finish_run(rt, session, run_id, CANCELLED, run.rounds or None)
         return None
-    row = store.load_round(session, run_id, round)
+    row = read_round(session, run_id, round)
     assert row is not None
-    previous = store.load_round(session, run_id, round - 1)
+    previous = read_round(session, run_id, round - 1)
     evaluation = (
         Evaluation(
             passed=bool(row.evaluation["passed"]), summary=str(row.evaluation["summary"])[:8000]

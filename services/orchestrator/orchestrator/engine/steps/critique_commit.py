@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlmodel import Session
 
-from orchestrator.engine import discipline, guard, records, store
+from orchestrator.engine import discipline, guard, records
 from orchestrator.engine.policy import (
     ENVIRONMENT_RETRIES,
     after_critique,
@@ -22,6 +22,10 @@ from orchestrator.engine.sections import Section
 from orchestrator.engine.steps import requests
 from orchestrator.engine.steps.common import bill_critiques, finish_run, unit
 from orchestrator.engine.steps.outcomes import CritiqueOutcome, StopInfo
+from orchestrator.readmodel.events import append_event
+from orchestrator.readmodel.reflections import add_reflection
+from orchestrator.readmodel.rounds import update_round
+from orchestrator.readmodel.runs import RunChanges, RunState, load_run, read_run, update_run
 from shared import verdicts
 from shared.contracts import CritiqueRequest, CritiqueResult
 from shared.orchestration import Policy, ReviewMode, RunStatus
@@ -77,11 +81,11 @@ def checked(
 def _record_retry(
     rt: Runtime, session: Session, v: Verdict, calls: list[tuple[str, CritiqueResult]]
 ) -> None:
-    run = store.load_run(session, v.run_id)
-    changes = store.RunChanges({})
+    run = read_run(session, v.run_id)
+    changes = RunChanges({})
     bill_critiques(rt, session, run, changes, v.round, calls)
-    store.update_run(session, run, changes)
-    store.append_event(
+    update_run(session, run, changes)
+    append_event(
         session,
         v.run_id,
         "round.critique_retried",
@@ -147,10 +151,10 @@ def _commit(
 ) -> CritiqueOutcome:
     run_id, round, doc, policy = v.run_id, v.round, v.doc, prepared.policy
     signature = critique_signature(doc)
-    run = store.load_run(session, run_id)
-    changes = store.RunChanges({})
+    run = read_run(session, run_id)
+    changes = RunChanges({})
     bill_critiques(rt, session, run, changes, round, calls)
-    store.update_round(
+    update_round(
         session,
         run_id,
         round,
@@ -165,7 +169,7 @@ def _commit(
         session, run_id, round, v.attempt, policy, doc, bool(run.binding_points)
     )
     if reopened is not None and reopened.kept is None:
-        store.update_run(session, run, changes)
+        update_run(session, run, changes)
         # rolled back: the workflow re-asks the Actor
         return CritiqueOutcome(
             signature=signature, verdict=doc["verdict"], reopened=reopened.issues
@@ -178,8 +182,8 @@ def _commit(
         rt.metrics.over_corrections.labels("reopened_issue", "current").inc()
     unmet = _binding_checks(session, run, changes, round, doc)
     if not environment and (doc["verdict"] != "pass" or v.evaluation_passed is False):
-        store.add_reflection(session, run_id, round, "critic", requests.critic_reflection(doc))
-    store.append_event(
+        add_reflection(session, run_id, round, "critic", requests.critic_reflection(doc))
+    append_event(
         session,
         run_id,
         "round.critique",
@@ -227,16 +231,14 @@ def _commit(
         stop = None
     paused = False
     if stop is not None:
-        store.update_run(session, run, changes)
+        update_run(session, run, changes)
         stop = finish_run(rt, session, run_id, stop, round)
     elif ask:
         paused = True
-        store.update_run(session, run, changes)
-        records.pause_for_review(session, records.load_run(session, run_id), round, reason=ask)
+        update_run(session, run, changes)
+        records.pause_for_review(session, load_run(session, run_id), round, reason=ask)
     else:
-        store.update_run(
-            session, run, changes, status=RunStatus.revising, event={"round": round + 1}
-        )
+        update_run(session, run, changes, status=RunStatus.revising, event={"round": round + 1})
     return CritiqueOutcome(
         stop=StopInfo.of(stop), signature=signature, verdict=doc["verdict"], paused=paused
     )
@@ -251,8 +253,8 @@ def _unsure(policy: Policy, doc: dict[str, Any]) -> bool:
 
 def _binding_checks(
     session: Session,
-    run: store.RunState,
-    changes: store.RunChanges,
+    run: RunState,
+    changes: RunChanges,
     round: int,
     doc: dict[str, Any],
 ) -> list[str]:
@@ -266,8 +268,8 @@ def _binding_checks(
     else:
         changes.values["binding_attempts"] = run.binding_attempts + 1
         text = requests.unmet_points_reflection(unmet)
-        store.add_reflection(session, run.id, round, "critic", text)
-    store.append_event(
+        add_reflection(session, run.id, round, "critic", text)
+    append_event(
         session,
         run.id,
         "round.binding_checks",

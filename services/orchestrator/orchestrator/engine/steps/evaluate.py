@@ -10,7 +10,7 @@ from typing import Any
 from dbos import DBOS
 from sqlmodel import Session
 
-from orchestrator.engine import drafts, guard, records, store
+from orchestrator.engine import drafts, guard, records
 from orchestrator.engine.policy import Stop, output_hash
 from orchestrator.engine.runtime import Runtime, current
 from orchestrator.engine.steps.common import (
@@ -22,8 +22,11 @@ from orchestrator.engine.steps.common import (
 )
 from orchestrator.engine.steps.outcomes import EvaluateOutcome, StopInfo, read_back
 from orchestrator.evaluators.base import EvaluationJob, Evaluator
-from orchestrator.events.repository import append_event
-from orchestrator.tables import Reflection, utcnow
+from orchestrator.readmodel.events import append_event
+from orchestrator.readmodel.reflections import add_reflection
+from orchestrator.readmodel.rounds import load_round, read_round
+from orchestrator.readmodel.runs import load_run, set_status
+from orchestrator.tables import utcnow
 from shared.orchestration import Policy, RunStatus
 
 
@@ -40,11 +43,11 @@ async def evaluate_step(
     def prepare(
         session: Session,
     ) -> tuple[EvaluationJob, Evaluator | None, dict[str, Any] | None, str | None] | None:
-        run = records.load_run(session, run_id)
+        run = load_run(session, run_id)
         if run.cancel_requested:
             finish_loaded(rt, session, run, CANCELLED, run.rounds or None)
             return None
-        row = records.load_round(session, run_id, round)
+        row = load_round(session, run_id, round)
         assert row is not None
         job = EvaluationJob(
             run.kind, row.output, run.tests, run.entry_point, run.json_schema, run.created_by
@@ -86,13 +89,13 @@ async def evaluate_step(
 
     def commit(session: Session) -> Stop | None:
         nonlocal regressed
-        run = records.load_run(session, run_id)
+        run = load_run(session, run_id)
         policy = Policy.model_validate(run.policy)
         if evaluation is not None and passed is not None:
-            before = store.load_round(session, run_id, round - 1)
+            before = read_round(session, run_id, round - 1)
             regressed = before is not None and guard.regressed(policy, before.evaluation, passed)
         if evaluation is not None:
-            row = records.load_round(session, run_id, round)
+            row = load_round(session, run_id, round)
             assert row is not None
             if override is not None:
                 guard.apply_override(session, row, attempt, override)
@@ -100,14 +103,9 @@ async def evaluate_step(
             row.updated_at = utcnow()
             session.add(row)
             if not passed:
-                session.add(
-                    Reflection(
-                        run_id=run_id,
-                        round=round,
-                        source="evaluator",
-                        content=f"Round {round} failed evaluation ({run.evaluator}):\n"
-                        + str(evaluation["summary"]),
-                    )
+                text = f"Round {round} failed evaluation ({run.evaluator}):\n"
+                add_reflection(
+                    session, run_id, round, "evaluator", text + str(evaluation["summary"])
                 )
             append_event(
                 session,
@@ -120,7 +118,7 @@ async def evaluate_step(
         elif pause_after:
             records.pause_for_review(session, run, round)
         else:
-            records.set_status(session, run, RunStatus.critiquing, round=round)
+            set_status(session, run, RunStatus.critiquing, round=round)
         return None
 
     stop = await unit(rt, commit)

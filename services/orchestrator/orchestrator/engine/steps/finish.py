@@ -8,12 +8,14 @@ from typing import Any
 from dbos import DBOS
 from sqlmodel import Session
 
-from orchestrator.engine import records, research
+from orchestrator.engine import research
 from orchestrator.engine.policy import Stop, critique_signature
 from orchestrator.engine.runtime import current
 from orchestrator.engine.steps.common import bill_failed, finish_loaded, unit
 from orchestrator.engine.steps.outcomes import FinishOutcome, ResumeState, StopInfo, read_back
-from orchestrator.events.repository import append_event
+from orchestrator.readmodel.events import append_event
+from orchestrator.readmodel.rounds import all_rounds
+from orchestrator.readmodel.runs import load_run
 from orchestrator.tracing import traced_step
 from shared.orchestration import Policy, RunStatus, StopReason
 
@@ -36,7 +38,7 @@ async def finish_step(
     def work(session: Session) -> dict[str, Any]:
         if failed_call is not None:
             bill_failed(rt, session, run_id, failed_call)
-        run = records.load_run(session, run_id)
+        run = load_run(session, run_id)
         if RunStatus(run.status).final:
             return FinishOutcome(stop=StopInfo(status=run.status, reason=run.stop_reason)).record()
         stop = Stop(RunStatus(status), StopReason(reason), error_class=error_class, detail=detail)
@@ -56,7 +58,7 @@ async def resume_state_step(run_id: str, round: int, stage: str) -> dict[str, An
     rt = current()
 
     def work(session: Session) -> dict[str, Any]:
-        rounds = records.all_rounds(session, run_id)
+        rounds = all_rounds(session, run_id)
         upto = round if stage == "critique" else round - 1
         earlier = [r for r in rounds if r.number <= upto]
         before = next((r for r in rounds if r.number == round - 1), None)
@@ -69,7 +71,7 @@ async def resume_state_step(run_id: str, round: int, stage: str) -> dict[str, An
             "retry",
         )
         append_event(session, run_id, "run.resumed", {"round": round, "stage": stage})
-        run = records.load_run(session, run_id)
+        run = load_run(session, run_id)
         policy = Policy.model_validate(run.policy)
         unevaluated = (
             stage == "critique"

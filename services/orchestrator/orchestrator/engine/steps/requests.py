@@ -7,7 +7,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from orchestrator.engine import discipline, gate, store
+from orchestrator.engine import discipline, gate
+from orchestrator.readmodel.reflections import ReflectionRow
+from orchestrator.readmodel.rounds import RoundState
+from orchestrator.readmodel.runs import RunState
 from shared.contracts import (
     MAX_EVIDENCE,
     CritiqueRequest,
@@ -38,7 +41,7 @@ SHRANK_NOTE = (
 MAX_REFLECTIONS = 50  # in one revision request; a person's always among them
 
 
-def reflections_of(rows: list[store.ReflectionRow]) -> list[ReflectionDTO]:
+def reflections_of(rows: list[ReflectionRow]) -> list[ReflectionDTO]:
     return [
         ReflectionDTO(
             source=ReflectionSource(r.source),
@@ -70,8 +73,8 @@ def rollback_note(policy: Policy, round: int, attempt: int, guard_note: str | No
 
 
 def revise_request(
-    run: store.RunState,
-    previous: store.RoundState,
+    run: RunState,
+    previous: RoundState,
     reflections: list[ReflectionDTO],
     knowledge: list[KnowledgeNote],
     evidence: list[Evidence],
@@ -99,12 +102,12 @@ def revise_request(
 
 
 def critique_request(
-    run: store.RunState,
+    run: RunState,
     policy: Policy,
     output: str,
     round: int,
     evaluation: Evaluation | None,
-    human: list[store.ReflectionRow],
+    human: list[ReflectionRow],
     knowledge: list[KnowledgeNote],
     declined: list[DeclinedIssue] | None = None,
 ) -> CritiqueRequest:

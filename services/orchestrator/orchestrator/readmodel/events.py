@@ -1,13 +1,16 @@
-"""Append and read events. Appends are serialised so sequence order equals commit order."""
+"""Events: the one place that appends and reads them. Appends are serialised so sequence
+order equals commit order, and every append is the same Core insert (the ORM never adds an
+``Event``), so a unit of work's events keep the order it appended them in."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import sqlalchemy as sa
-from sqlmodel import Session, select
+from sqlmodel import Session
 
-from orchestrator.tables import Event, ReviewItem, table_of
+from orchestrator.readmodel.visibility import events_in_review
+from orchestrator.tables import Event, table_of, utcnow
 from shared.errors import BadRequest
 from shared.orchestration import EventPublic
 
@@ -60,21 +63,26 @@ def hold_event_lock(session: Session) -> None:
             session.execute(_LOCK_ONLY, {"k": EVENT_LOCK_KEY})
 
 
+_EVENTS = table_of(Event)
+_INSERT_EVENT = _EVENTS.insert()
+
+
 def append_event(session: Session, run_id: str | None, type_: str, data: dict[str, Any]) -> None:
+    """Append one event to the unit of work's transaction (published when it commits)."""
     lock_event_sequence(session, type_)
     note_appended(session, type_)
-    session.add(Event(run_id=run_id, type=type_, data=data))
+    session.connection().execute(
+        _INSERT_EVENT, {"run_id": run_id, "type": type_, "data": data, "created_at": utcnow()}
+    )
 
 
-_EVENTS = table_of(Event)
 _AFTER = sa.select(
     _EVENTS.c.seq, _EVENTS.c.run_id, _EVENTS.c.type, _EVENTS.c.data, _EVENTS.c.created_at
 ).where(_EVENTS.c.seq > sa.bindparam("since"))
 _OF_RUN = _EVENTS.c.run_id == sa.bindparam("run_id")
 _OF_TYPES = _EVENTS.c.type.in_(sa.bindparam("types", expanding=True))
-# A reviewer's scope: the events of runs that are or were in review (runs.service.in_review).
-_REVIEWS = table_of(ReviewItem)
-_IN_REVIEW = sa.exists().where(_REVIEWS.c.run_id == _EVENTS.c.run_id)
+# A reviewer's scope: the events of runs that are or were in review.
+_IN_REVIEW = events_in_review(_EVENTS.c.run_id)
 # One prebuilt statement per filter combination: (run_id given, types given, in review only).
 _QUERIES = {
     (with_run, with_types, reviewed): _AFTER.where(
@@ -181,5 +189,4 @@ def follow_types(
 
 
 def last_seq(session: Session) -> int:
-    value = session.exec(select(sa.func.max(Event.seq))).one()
-    return int(value or 0)
+    return int(session.connection().execute(_NEWEST_SEQ).scalar() or 0)

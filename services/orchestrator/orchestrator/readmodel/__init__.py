@@ -1,0 +1,15 @@
+"""The read model's one reader and writer of runs, rounds, reflections, model calls and
+events, and the rules of who may see them.
+
+- ``runs``: a run's row (``read_run`` for the steps, ``load_run`` for the rarer paths) and
+  its status changes with their events.
+- ``rounds``: the versions of a run's output.
+- ``reflections``: what the next revision must take in (critique, evaluation, a person).
+- ``calls``: every model call, stored once per key (exactly-once billing).
+- ``events``: the append-only log the API, websockets and webhooks read; one append path.
+- ``visibility``: what a caller may see (admin, service, reviewer).
+
+The engine, runs, reviews, events and knowledge capabilities read and write these tables
+through here only; a test (``tests/orchestrator/test_readmodel_ownership.py``) fails when a
+module elsewhere builds one of their rows or statements.
+"""
