@@ -39,28 +39,55 @@ def appended_types(session: Session) -> frozenset[str]:
     return frozenset(session.info.get(APPENDED, ()))
 
 
+_LOCK_ONLY = sa.text("SELECT pg_advisory_xact_lock(:k)")
+_NOTIFY_ONLY = sa.text(f"SELECT pg_notify('{EVENTS_CHANNEL}', :type)")
+# ``session.info`` key: (the transaction that holds the lock, the types it announced). The
+# lock lasts until that transaction ends, so one unit of work takes it once, however many
+# events it appends, and announces each type once.
+_HELD = "crosscheck.event_lock"
+
+
+def _announced(session: Session) -> set[str] | None:
+    """The types this transaction announced, when it already holds the lock (else None)."""
+    held: tuple[object, set[str]] | None = session.info.get(_HELD)
+    if held is not None and held[0] is session.get_transaction():
+        return held[1]
+    return None
+
+
+def _take(
+    session: Session, statement: sa.TextClause, params: dict[str, Any], types: set[str]
+) -> None:
+    with session.no_autoflush:
+        session.execute(statement, params)
+    session.info[_HELD] = (session.get_transaction(), types)
+
+
 def lock_event_sequence(session: Session, type_: str = "") -> None:
     """Take the event-append lock for the rest of the transaction and, at commit, tell every
-    replica's listener that events of ``type_`` were added (Postgres only).
+    replica's listener that events of ``type_`` were added (Postgres only; a transaction
+    that holds the lock already announces a new type only, and a known one not at all).
 
     The lock is taken before the unit's pending row changes are flushed: a unit that had
     already written a run's row and then waited here could deadlock with one that holds this
     lock and is about to write the same row (seen with a cancel racing a step)."""
-    if session.get_bind().dialect.name == "postgresql":
+    if session.get_bind().dialect.name != "postgresql":
+        return
+    announced = _announced(session)
+    if announced is None:
+        _take(session, _EVENT_LOCK, {"k": EVENT_LOCK_KEY, "type": type_}, {type_})
+    elif type_ not in announced:
         with session.no_autoflush:
-            session.execute(_EVENT_LOCK, {"k": EVENT_LOCK_KEY, "type": type_})
-
-
-_LOCK_ONLY = sa.text("SELECT pg_advisory_xact_lock(:k)")
+            session.execute(_NOTIFY_ONLY, {"type": type_})
+        announced.add(type_)
 
 
 def hold_event_lock(session: Session) -> None:
     """Take the event-append lock without announcing anything: before a unit writes a run's
     row, so every unit that writes both takes this lock first and none waits for it while
-    holding a row another one needs (Postgres only)."""
-    if session.get_bind().dialect.name == "postgresql":
-        with session.no_autoflush:
-            session.execute(_LOCK_ONLY, {"k": EVENT_LOCK_KEY})
+    holding a row another one needs (Postgres only; once per transaction)."""
+    if session.get_bind().dialect.name == "postgresql" and _announced(session) is None:
+        _take(session, _LOCK_ONLY, {"k": EVENT_LOCK_KEY}, set())
 
 
 _EVENTS = table_of(Event)

@@ -16,7 +16,7 @@ from orchestrator.engine.steps.act_commit import ActInput, ActStep, commit, revi
 from orchestrator.engine.steps.common import (
     CANCELLED,
     Call,
-    finish_run,
+    cancelled,
     step_budget,
     unit,
     with_retries,
@@ -42,8 +42,7 @@ def _prepare(
     vector: list[float] | None,
 ) -> ActInput:
     run = read_run(session, run_id)
-    if run.cancel_requested:
-        finish_run(rt, session, run_id, CANCELLED, run.rounds or None)
+    if cancelled(rt, session, run):
         return ActInput(cancelled=True)
     knowledge = rt.knowledge.for_actor(session, run, stage, vector)  # chosen at the draft
     policy = Policy.model_validate(run.policy)

@@ -147,6 +147,18 @@ def finish_run(rt: Runtime, session: Session, run_id: str, stop: Stop, final: in
     return stop
 
 
+def cancelled(rt: Runtime, session: Session, run: RunState | Run) -> bool:
+    """A step's first check: a cancel asked for since the last step ends the run here,
+    before any peer is called (True: ended; the step returns at once)."""
+    if not run.cancel_requested:
+        return False
+    if isinstance(run, Run):  # an ORM row, loaded by the step
+        finish_loaded(rt, session, run, CANCELLED, run.rounds or None)
+    else:
+        finish_run(rt, session, run.id, CANCELLED, run.rounds or None)
+    return True
+
+
 def bill(
     rt: Runtime,
     session: Session,

@@ -15,7 +15,7 @@ from orchestrator.engine import discipline, drafts, research, sectioned
 from orchestrator.engine.policy import change_ratio
 from orchestrator.engine.runtime import Runtime, current
 from orchestrator.engine.steps import critique_commit, requests
-from orchestrator.engine.steps.common import CANCELLED, finish_run, step_budget, unit, with_retries
+from orchestrator.engine.steps.common import CANCELLED, cancelled, step_budget, unit, with_retries
 from orchestrator.engine.steps.critique_commit import CritiqueInput
 from orchestrator.engine.steps.outcomes import CritiqueOutcome, StopInfo, read_back
 from orchestrator.knowledge.service import profile_for
@@ -61,8 +61,7 @@ def _prepare(
     rt: Runtime, session: Session, run_id: str, round: int, vector: list[float] | None
 ) -> CritiqueInput | None:
     run = read_run(session, run_id)
-    if run.cancel_requested:
-        finish_run(rt, session, run_id, CANCELLED, run.rounds or None)
+    if cancelled(rt, session, run):
         return None
     row = read_round(session, run_id, round)
     assert row is not None

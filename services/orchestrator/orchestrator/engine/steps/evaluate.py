@@ -15,7 +15,7 @@ from orchestrator.engine.policy import Stop, output_hash
 from orchestrator.engine.runtime import Runtime, current
 from orchestrator.engine.steps.common import (
     CANCELLED,
-    finish_loaded,
+    cancelled,
     step_budget,
     unit,
     with_retries,
@@ -44,8 +44,7 @@ async def evaluate_step(
         session: Session,
     ) -> tuple[EvaluationJob, Evaluator | None, dict[str, Any] | None, str | None] | None:
         run = load_run(session, run_id)
-        if run.cancel_requested:
-            finish_loaded(rt, session, run, CANCELLED, run.rounds or None)
+        if cancelled(rt, session, run):
             return None
         row = load_round(session, run_id, round)
         assert row is not None
