@@ -1,6 +1,7 @@
 """``orchestrator.readmodel`` is the one reader and writer of runs, rounds, reflections,
-model calls and events: a module elsewhere that builds one of their rows, their Core table
-or a query on them fails here, naming the file and line.
+model calls and events: a module elsewhere that builds one of their rows, takes their Core
+table, queries them, or changes a column of a run or round row it loaded (or was given)
+fails here, naming the file and line.
 
 Two capabilities only read them, in aggregate, and stay outside: ``stats`` (the dashboard's
 counts) and ``datasets`` (exports); neither may write them."""
@@ -32,6 +33,52 @@ def _mentions(node: ast.AST, names: set[str]) -> bool:
     return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
 
 
+# what hands out ORM rows of the owned tables (their changes go back through the read model)
+LOADERS = {"load_run", "load_round", "load_visible", "all_rounds", "created_with_key"}
+
+
+def _row_names(function: ast.FunctionDef | ast.AsyncFunctionDef, owned: set[str]) -> set[str]:
+    """Names in ``function`` that hold an owned ORM row: parameters annotated with an owned
+    model, and what a loader returned."""
+    names = {
+        a.arg
+        for a in function.args.args + function.args.kwonlyargs
+        if a.annotation is not None and _mentions(a.annotation, owned)
+    }
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            called = node.value.func
+            name = called.id if isinstance(called, ast.Name) else getattr(called, "attr", "")
+            if name in LOADERS:
+                names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return names
+
+
+def _mutations(tree: ast.Module, owned: set[str], path: str) -> list[str]:
+    found: list[str] = []
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        rows = _row_names(function, owned)
+        for node in ast.walk(function):
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, ast.AugAssign)
+                else []
+            )
+            for target in targets:
+                for each in target.elts if isinstance(target, ast.Tuple) else [target]:
+                    if (
+                        isinstance(each, ast.Attribute)
+                        and isinstance(each.value, ast.Name)
+                        and each.value.id in rows
+                    ):
+                        found.append(f"{path}:{each.lineno} changes {each.value.id}.{each.attr}")
+    return found
+
+
 def violations(source: str, path: str) -> list[str]:
     """Each place in ``source`` that reads or writes an owned table outside the read model."""
     tree = ast.parse(source)
@@ -54,7 +101,7 @@ def violations(source: str, path: str) -> list[str]:
             found.append(f"{where} queries an owned table")
         elif name == "add" and read_only and "session" in ast.unparse(func):
             found.append(f"{where} adds a row from a read-only capability")
-    return found
+    return found + _mutations(tree, owned | {"Run"}, path)
 
 
 def test_only_the_read_model_touches_runs_rounds_reflections_calls_and_events() -> None:
@@ -78,13 +125,20 @@ def test_only_the_read_model_touches_runs_rounds_reflections_calls_and_events() 
         ("from orchestrator.tables import Run\nsa.update(Run)", "knowledge/x.py", "writes"),
         ("from orchestrator.tables import Run\nsa.update(Run)", "stats/x.py", "writes"),
         ("import x\nself.session.add(row)", "datasets/x.py", "read-only"),
+        ("def f():\n    run = load_run(s, i)\n    run.rounds = 2", "reviews/x.py", "run.rounds"),
+        ("def f():\n    run = load_visible(s, p, i)\n    run.rounds += 1", "runs/x.py", "rounds"),
+        (
+            "from orchestrator.tables import Round\ndef f(row: Round):\n    row.output = ''",
+            "engine/x.py",
+            "row.output",
+        ),
     ],
 )
 def test_the_check_finds_each_kind_of_trespass(snippet: str, path: str, what: str) -> None:
     found = violations(snippet, path)
     assert len(found) == 1
     assert what in found[0]
-    assert found[0].startswith(path + ":2")
+    assert found[0].startswith((path + ":2", path + ":3"))
 
 
 def test_the_check_lets_the_read_models_callers_be() -> None:

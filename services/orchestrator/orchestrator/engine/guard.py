@@ -26,9 +26,15 @@ from orchestrator.engine.policy import output_hash
 from orchestrator.engine.runtime import Runtime, current
 from orchestrator.readmodel.events import append_event, appended_types
 from orchestrator.readmodel.reflections import ReflectionRow
-from orchestrator.readmodel.rounds import RoundState, load_round, read_round, update_round
+from orchestrator.readmodel.rounds import (
+    RoundState,
+    change_round,
+    load_round,
+    read_round,
+    update_round,
+)
 from orchestrator.readmodel.runs import RunState, load_run, set_status
-from orchestrator.tables import Round, Run, utcnow
+from orchestrator.tables import Round, Run
 from shared.orchestration import Policy, RunStatus
 
 SEVERITY_WEIGHT = {"critical": 100, "major": 10, "minor": 1}
@@ -200,8 +206,13 @@ async def prefer_unlocked(
 def apply_override(session: Session, row: Round, attempt: int, override: LockOverride) -> None:
     """The round's version becomes the unlocked revision; its undone reverts say why."""
     reverted = row.reverted_hunks or []
-    row.output, row.output_hash = override.output, output_hash(override.output)
-    row.reverted_hunks = difflock.mark_overridden(reverted, difflock.FAILED_TESTS, override.detail)
+    change_round(
+        session,
+        row,
+        output=override.output,
+        output_hash=output_hash(override.output),
+        reverted_hunks=difflock.mark_overridden(reverted, difflock.FAILED_TESTS, override.detail),
+    )
     restored = sum(1 for h in reverted if h.get("reason") != difflock.LOCKED)
     _lock_overridden(
         session,
@@ -281,16 +292,18 @@ async def keep_better(
             "kept_round": round - 1 if kept == "previous" else round,
             "summary": str((row.evaluation or {}).get("summary", ""))[:500],
         }
+        values: dict[str, Any] = {"over_correction": record}
         if kept == "previous":
-            row.rolled_back = [
-                *(row.rolled_back or []),
-                {"attempt": attempt, "output": row.output, "reason": reason},
-            ]
-            row.output, row.output_hash = previous.output, previous.output_hash
-            row.evaluation = previous.evaluation
-        row.over_correction = record
-        row.updated_at = utcnow()
-        session.add(row)
+            values.update(
+                rolled_back=[
+                    *(row.rolled_back or []),
+                    {"attempt": attempt, "output": row.output, "reason": reason},
+                ],
+                output=previous.output,
+                output_hash=previous.output_hash,
+                evaluation=previous.evaluation,
+            )
+        change_round(session, row, **values)
         append_event(session, run_id, "round.over_correction", {"round": round, **record})
         session.flush()
         run = load_run(session, run_id)

@@ -13,7 +13,14 @@ from orchestrator.engine.policy import Stop
 from orchestrator.readmodel.events import append_event
 from orchestrator.readmodel.reflections import all_reflections
 from orchestrator.readmodel.rounds import RoundState, all_rounds, load_round, read_round
-from orchestrator.readmodel.runs import detached, load_run, read_full_run, set_status, write_columns
+from orchestrator.readmodel.runs import (
+    detached,
+    finished,
+    load_run,
+    read_full_run,
+    set_status,
+    write_columns,
+)
 from orchestrator.tables import ReviewItem, Round, Run, new_id, utcnow
 from orchestrator.webhooks import outbox
 from shared.logging import get_logger
@@ -134,13 +141,16 @@ def finalize(session: Session, run: Run, stop: Stop, *, final_round: int | None)
         binding_points=run.binding_points,
         final=final,
     )
-    run.final_round = final_round
-    run.final_output = final.output if final else None
-    run.shipped_by = shipped_by.value if shipped_by else None
-    run.stop_reason = stop.reason.value
-    run.error_class = stop.error_class
-    run.detail = stop.detail or None
-    run.finished_at = utcnow()
+    finished(
+        session,
+        run,
+        final_round=final_round,
+        final_output=final.output if final else None,
+        shipped_by=shipped_by.value if shipped_by else None,
+        stop_reason=stop.reason.value,
+        error_class=stop.error_class,
+        detail=stop.detail or None,
+    )
     if stop.status is RunStatus.succeeded and run.status != stop.status.value:
         settled.shipped(session, run.id, final, rounds=run.rounds, reason=stop.reason)
     set_status(session, run, stop.status, stop_reason=stop.reason.value)

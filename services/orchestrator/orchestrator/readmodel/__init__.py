@@ -10,6 +10,8 @@ events, and the rules of who may see them.
 - ``visibility``: what a caller may see (admin, service, reviewer).
 
 The engine, runs, reviews, events and knowledge capabilities read and write these tables
-through here only; a test (``tests/orchestrator/test_readmodel_ownership.py``) fails when a
-module elsewhere builds one of their rows or statements.
+through here only: a run or round row they load is changed with ``runs.change`` (or a named
+writer: ``finished``, ``reopened``, ``flag_cancel``) and ``rounds.change_round``. A test
+(``tests/orchestrator/test_readmodel_ownership.py``) fails when a module elsewhere builds
+one of their rows, queries them, or sets a column of a row it holds.
 """

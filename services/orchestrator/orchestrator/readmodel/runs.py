@@ -209,6 +209,44 @@ def set_status(session: Session, run: Run, status: RunStatus, **data: Any) -> No
     session.add(run)
 
 
+def change(session: Session, run: Run, **values: Any) -> None:
+    """Change columns of an ORM-loaded run (flushed with the unit of work): the one way the
+    rarer paths write a run (finishing it, a person's decision, a cancel)."""
+    for column, value in values.items():
+        setattr(run, column, value)
+    run.updated_at = utcnow()
+    session.add(run)
+
+
+def finished(session: Session, run: Run, **values: Any) -> None:
+    """Record how a run ended (``final_round``, ``final_output``, ``shipped_by``,
+    ``stop_reason``, ``error_class``, ``detail``), stamped ``finished_at`` now."""
+    change(session, run, **values, finished_at=utcnow())
+
+
+def reopened(session: Session, run: Run, status: RunStatus, **event: Any) -> None:
+    """A finished or paused run carries on (a person's decision): how it ended is cleared
+    and it moves to ``status``."""
+    change(
+        session,
+        run,
+        stop_reason=None,
+        error_class=None,
+        detail=None,
+        final_output=None,
+        final_round=None,
+        finished_at=None,
+    )
+    set_status(session, run, status, **event)
+
+
+def flag_cancel(session: Session, run: Run, by: str) -> None:
+    """Ask a run to stop: its ``run.cancel_requested`` event first (and with it the event
+    lock), then the run's row, as a step writes them."""
+    append_event(session, run.id, "run.cancel_requested", {"by": by})
+    change(session, run, cancel_requested=True)
+
+
 def write_columns(session: Session, run_id: str, values: dict[str, Any]) -> None:
     """One UPDATE of the given columns (taking the event lock first, as every run write)."""
     hold_event_lock(session)  # before the run's row: see readmodel.events.hold_event_lock

@@ -23,7 +23,7 @@ from orchestrator.engine.policy import Stop, output_hash
 from orchestrator.readmodel.events import append_event
 from orchestrator.readmodel.reflections import add_reflection, all_reflections
 from orchestrator.readmodel.rounds import add_round, all_rounds, critiques, load_round
-from orchestrator.readmodel.runs import load_run, set_status, tasks_of
+from orchestrator.readmodel.runs import change, load_run, reopened, tasks_of
 from orchestrator.readmodel.visibility import may_see_review, visible_reviews
 from orchestrator.reviews import judgements
 from orchestrator.reviews.lessons import promote
@@ -352,8 +352,7 @@ class ReviewService:
                 provenance="human",
                 review=edit,
             )
-            run.rounds = final_round
-            run.human_rounds += 1
+            change(session, run, rounds=final_round, human_rounds=run.human_rounds + 1)
             append_event(
                 session,
                 run.id,
@@ -380,7 +379,7 @@ class ReviewService:
         elif action is DecisionAction.retry:
             policy = Policy.model_validate(run.policy)
             policy.max_rounds = min(20, max(run.rounds, policy.max_rounds) + decision.rounds)
-            run.policy = policy.model_dump(mode="json")
+            change(session, run, policy=policy.model_dump(mode="json"))
             last = load_round(session, run.id, run.rounds) if run.rounds else None
             if last is not None and last.critique is None:
                 # the run stopped before its last version was critiqued (the Critic was down,
@@ -395,19 +394,16 @@ class ReviewService:
                 )
         elif action is DecisionAction.comment:
             # The comment binds the next revision: it comes next, whatever the item was.
-            run.binding_points = decision.points or comment_points(decision.comment or "")
-            run.binding_attempts = 0
+            points = decision.points or comment_points(decision.comment or "")
+            change(session, run, binding_points=points, binding_attempts=0)
             resume = Resume(run.id, item.id, run.rounds + 1, "revise")
         else:  # edit and carry on: the critic looks at the edited version now
             resume = Resume(run.id, item.id, final_round or item.round, "critique")
         if resume is not None:
-            run.stop_reason = run.error_class = run.detail = run.final_output = None
-            run.final_round = None
-            run.finished_at = None
             nxt = RunStatus.critiquing if resume.stage == "critique" else RunStatus.revising
             if resume.stage == "draft":
                 nxt = RunStatus.drafting
-            set_status(session, run, nxt, round=resume.round, resumed_by=item.id)
+            reopened(session, run, nxt, round=resume.round, resumed_by=item.id)
         item.status = ReviewStatus.resolved.value
         item.resolved_at = now
         item.lease_expires_at = None

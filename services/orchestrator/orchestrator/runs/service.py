@@ -16,7 +16,13 @@ from orchestrator.readmodel.calls import calls_of
 from orchestrator.readmodel.events import append_event
 from orchestrator.readmodel.reflections import all_reflections
 from orchestrator.readmodel.rounds import all_rounds
-from orchestrator.readmodel.runs import created_with_key, insert_run, load_run, newest_runs
+from orchestrator.readmodel.runs import (
+    created_with_key,
+    flag_cancel,
+    insert_run,
+    load_run,
+    newest_runs,
+)
 from orchestrator.readmodel.visibility import load_visible, visible_runs
 from orchestrator.runs import given
 from orchestrator.tables import ReviewItem, Run, new_id, utcnow
@@ -238,11 +244,7 @@ class RunService:
         run = load_visible(session, principal, run_id)
         if RunStatus(run.status).final:
             raise Conflict(f"run {run_id} already finished ({run.status})")
-        # the event (and its lock) first: the run's row is written after it, as a step does
-        append_event(session, run.id, "run.cancel_requested", {"by": principal.id})
-        run.cancel_requested = True
-        run.updated_at = utcnow()
-        session.add(run)
+        flag_cancel(session, run, principal.id)
         if run.status == RunStatus.awaiting_review.value:
             self.cancel_now(session, run, principal)
             return run, True
