@@ -126,3 +126,19 @@ class TestConfigurationHook:
             v for cls in settings_classes() for n in cls.model_fields for v in variables(cls, n)
         }
         assert set(hook.NOTES) - read == set()
+
+
+def test_every_orchestrator_folder_and_module_is_in_the_architecture_table() -> None:
+    """A newcomer finds each top-level part of the orchestrator in docs/architecture.md's
+    folder table (a new folder or module without a row fails here)."""
+    package = REPO / "services" / "orchestrator" / "orchestrator"
+    page = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    start = page.index("## The orchestrator, folder by folder")
+    table = page[start : page.index("\n## ", start + 1)]
+    listed = set(re.findall(r"`([a-z_]+(?:/|\.py))`", table))
+    parts = {
+        p.name + "/" if p.is_dir() else p.name
+        for p in package.iterdir()
+        if not p.name.startswith(("_", ".")) and (p.is_dir() or p.suffix == ".py")
+    }
+    assert parts - listed == set()
