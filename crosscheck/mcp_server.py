@@ -365,7 +365,8 @@ async def _await_decision(api: AsyncCrosscheck, run_id: str, wait_s: float) -> R
         decided = [item for item in items if item.status is ReviewStatus.resolved]
         open_item = _open_item(items)
         if decided and (open_item is None or open_item.created_at > decided[0].created_at):
-            return await _result(api, run, decided[0], open_item)
+            # the run as the decision left it: read before the items, it can predate it
+            return await _result(api, await api.get(run_id), decided[0], open_item)
         if still and open_item is None and run.status in FINAL_STATUSES:
             return await _result(api, run, None, None)  # ended with no decision to report
         remaining = deadline - loop.time()

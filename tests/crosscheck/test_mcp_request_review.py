@@ -127,3 +127,36 @@ async def test_a_bad_text_is_refused_before_any_run_starts(url, api):
         assert "given_output" in str(blank.content)
         assert "blank" in str(blank.content)
     assert (await api.get("/v1/runs")).json()["items"] == []
+
+
+async def test_a_decision_that_lands_between_reading_the_run_and_its_items_is_reported():
+    """The tool reads the run, then its review items: a decision made in between is found
+    with the run as it was before it. The result describes the run as the decision left it
+    (under load this answered "failed" for an approved text)."""
+    from datetime import UTC, datetime
+    from types import SimpleNamespace
+
+    from crosscheck.mcp_server import _await_decision
+    from shared.orchestration import ReviewStatus, ReviewSummary, RunPublic, RunStatus, ShippedBy
+
+    fields: dict[str, Any] = {"id": "run_1", "stop_reason": None, "final_output": None}
+    waiting = RunPublic.model_construct(**fields, status=RunStatus.awaiting_review)
+    fields.update(final_output=GIVEN, shipped_by=ShippedBy.person, status=RunStatus.succeeded)
+    shipped = RunPublic.model_construct(**fields)
+    listed: dict[str, Any] = {"id": "rev_1", "created_at": datetime.now(UTC)}
+    item = ReviewSummary.model_construct(**listed, status=ReviewStatus.resolved)
+
+    class Api:  # the run read before the decision, the items after it
+        runs = [waiting, shipped]
+
+        async def get(self, run_id: str) -> RunPublic:
+            return self.runs.pop(0) if len(self.runs) > 1 else self.runs[0]
+
+        async def reviews(self, run_id: str) -> list[ReviewSummary]:
+            return [item]
+
+        async def review(self, review_id: str) -> SimpleNamespace:
+            return SimpleNamespace(decision={"action": "approve", "author": "R"})
+
+    result = await _await_decision(Api(), "run_1", 5)  # type: ignore[arg-type]
+    assert (result.outcome, result.output, result.decision) == ("approved", GIVEN, "approve")

@@ -105,15 +105,20 @@ class Notifier:
         self._console_url = console_url
         self._timeout_s = timeout_s
 
+    async def load(self) -> Any:
+        """Apprise, imported once. Its plugins take seconds to import on a loaded machine:
+        on a worker thread, not the event loop, where every request of this process would
+        wait for them, and before a send's timeout starts, which is the channel's alone."""
+        apprise = await asyncio.to_thread(importlib.import_module, "apprise")
+        logging.getLogger("apprise").setLevel(logging.CRITICAL + 1)
+        return apprise
+
     async def send(self, url: str, body: str) -> str | None:
         """None once the channel accepted it; else why not (never with the channel's URL)."""
         number = channel_number(url)
         if number is None or not 1 <= number <= len(self._urls):
             return f"channel {url} is no longer configured (ORCHESTRATOR_NOTIFY_URLS changed?)"
-        # its plugins take seconds to import on a loaded machine: not on the event loop,
-        # where every request of this process would wait for them
-        apprise = await asyncio.to_thread(importlib.import_module, "apprise")
-        logging.getLogger("apprise").setLevel(logging.CRITICAL + 1)
+        apprise = await self.load()
         service = apprise.Apprise()
         if not service.add(self._urls[number - 1]):
             return f"channel {number}: Apprise does not know this kind of URL"

@@ -347,6 +347,7 @@ class DeliveryWorker:
     async def _notify(self, job: Job) -> str | None:
         timeout = self._settings.webhook_timeout_s
         try:
+            await self._notifier.load()  # not on the channel's clock: see Notifier.load
             async with asyncio.timeout(timeout + 1.0):
                 return await self._notifier.send(job.url, job.body)
         except TimeoutError:
