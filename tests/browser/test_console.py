@@ -407,6 +407,7 @@ def test_reviewers_in_the_browser(chromium: Path, platform: Platform, tmp_path: 
             # ---- a reload keeps the reviewer logged in, on the item, holding it
             page.reload()
             expect(page.get_by_role("heading", name="Review", exact=True)).to_be_visible()
+            idle(page)  # drawn to its end first: a loaded machine takes seconds to render it
             expect(page.locator(".st-key-decision-action")).to_be_visible()
             assert f"review={code_item['id']}" in page.url
             idle(page)

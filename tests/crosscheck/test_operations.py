@@ -152,6 +152,7 @@ def wait_finished(api: httpx.Client, run_ids: list[str], timeout_s: float = 90) 
     raise AssertionError(f"runs still going: {[(r['id'], r['status']) for r in runs]}")
 
 
+@pytest.mark.timeout(400)  # the first test of the module: it pays for starting the platform
 def test_the_banner_fits_80_columns_whole_and_its_commands_work_as_printed(platform):
     """Not a terminal, so rich lays the banner out at 80 columns: every URL is whole, nothing is
     cut with an ellipsis, and the commands it suggests run from the folder it started in."""
