@@ -204,9 +204,7 @@ def set_status(session: Session, run: Run, status: RunStatus, **data: Any) -> No
     if run.status == status.value:
         return
     append_event(session, run.id, "run.status", {"status": status.value, **data})
-    run.status = status.value
-    run.updated_at = utcnow()
-    session.add(run)
+    change(session, run, status=status.value)
 
 
 def change(session: Session, run: Run, **values: Any) -> None:
