@@ -67,6 +67,31 @@ class TestFailedAttemptsAreOnTheBooks:
         assert [[e["status"] for e in c["exchanges"]] for c in actor] == [[503, 503]] * 3
 
 
+class TestTheRunsTotals:
+    @pytest.fixture
+    def peer_overrides(self):
+        return {
+            "actor": {"model_max_attempts": 1, "model_timeout_s": 1.0},
+            "critic": {"model_max_attempts": 2},
+        }
+
+    async def test_a_call_that_failed_mid_step_stays_in_the_totals_the_step_writes(
+        self, api, fake_model
+    ):
+        # the draft's first model call times out (billed at once by its prompt's estimated
+        # tokens); the orchestrator asks again, and the step's commit then bills the draft
+        # against the run it read before either call
+        fake_model.faults({"delay_s": 4.0, "stage": "draft"})
+        run_id = await start(api, task="Explain tides.")
+        run = await wait_for(api, run_id)
+        assert run["status"] == "succeeded", run
+        calls = await trajectory_calls(api, run_id)
+        [failed] = [c for c in calls if c["usage"]["cut_off_calls"]]
+        assert failed["usage"]["input_tokens"] > 0, calls
+        for column in ("input_tokens", "output_tokens"):
+            assert run[column] == sum(c["usage"][column] for c in calls), (column, run, calls)
+
+
 class TestTheCriticsOwnBudget:
     @pytest.fixture
     def peer_overrides(self):

@@ -14,7 +14,7 @@ from sqlmodel import Session
 from orchestrator.db import create_db_engine, session_scope
 from orchestrator.readmodel.calls import FailedCall, calls_of, record_call
 from orchestrator.readmodel.events import EVENT_LOCK_KEY, EVENTS_CHANNEL, append_event, last_seq
-from orchestrator.readmodel.runs import insert_run
+from orchestrator.readmodel.runs import RunChanges, insert_run, read_run, update_run, with_billed
 from orchestrator.tables import Run
 from shared.contracts import ModelExchange, Usage
 
@@ -67,6 +67,28 @@ def test_a_call_is_stored_once_per_key_with_its_exchanges_as_sent(engine: sa.Eng
         stored = calls_of(session, run_id)
     assert len(stored) == 1
     assert stored[0].exchanges == [e.model_dump(mode="json") for e in EXCHANGES]
+
+
+def test_a_steps_write_keeps_what_was_billed_since_it_read_the_run(engine: sa.Engine) -> None:
+    run_id = _run(engine)
+    with Session(engine) as session:
+        read_at_start = read_run(session, run_id)  # the step reads its run once
+    failed = {"input_tokens": 40, "output_tokens": 0, "cost_usd": 0.25}
+    with session_scope(engine) as session:  # mid-step: a failed call billed by the retry loop
+        billed = RunChanges({})
+        billed.bill(failed)
+        update_run(session, read_run(session, run_id), billed)
+    changes = RunChanges({"rounds": 1})
+    changes.bill({"input_tokens": 100, "output_tokens": 30, "cost_usd": 0.5})
+    as_the_step_sees_it = with_billed(read_at_start, failed)
+    assert changes.tokens(as_the_step_sees_it) == 170  # what the budget rules compare
+    assert changes.cost(as_the_step_sees_it) == 0.75
+    with session_scope(engine) as session:
+        update_run(session, read_at_start, changes)
+    with Session(engine) as session:
+        stored = read_run(session, run_id)
+    assert (stored.input_tokens, stored.output_tokens, stored.rounds) == (140, 30, 1)
+    assert stored.cost_usd == pytest.approx(0.75)
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ after a flush.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import sqlalchemy as sa
@@ -82,30 +82,53 @@ class RunState:
 
 @dataclass
 class RunChanges:
-    """Column updates a step collects and writes in one UPDATE at the end."""
+    """Column updates a step collects and writes in one UPDATE at the end. What its calls
+    cost is added to the run's totals in SQL (``input_tokens = input_tokens + ...``), so the
+    write keeps whatever was billed since the step read the run (a failed call billed by the
+    retry loop), and the step reads its run once."""
 
     values: dict[str, Any]
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
 
-    def bill(self, run: RunState, usage: dict[str, Any]) -> None:
-        self.values["input_tokens"] = self.values.get("input_tokens", run.input_tokens) + int(
-            usage.get("input_tokens", 0)
-        )
-        self.values["output_tokens"] = self.values.get("output_tokens", run.output_tokens) + int(
-            usage.get("output_tokens", 0)
-        )
-        cost = self.values.get("cost_usd", run.cost_usd) + float(usage.get("cost_usd") or 0.0)
-        self.values["cost_usd"] = round(cost, 8)
+    def bill(self, usage: dict[str, Any]) -> None:
+        self.input_tokens += int(usage.get("input_tokens", 0))
+        self.output_tokens += int(usage.get("output_tokens", 0))
+        self.cost_usd += float(usage.get("cost_usd") or 0.0)
+
+    @property
+    def billed(self) -> bool:
+        return bool(self.input_tokens or self.output_tokens or self.cost_usd)
 
     def tokens(self, run: RunState) -> int:
-        return int(self.values.get("input_tokens", run.input_tokens)) + int(
-            self.values.get("output_tokens", run.output_tokens)
-        )
+        """The run's tokens with these calls' (``run``: as read, plus what was billed since)."""
+        return run.input_tokens + run.output_tokens + self.input_tokens + self.output_tokens
 
     def cost(self, run: RunState) -> float:
-        return float(self.values.get("cost_usd", run.cost_usd))
+        return round(run.cost_usd + self.cost_usd, 8)
+
+
+def with_billed(run: RunState, usage: dict[str, Any]) -> RunState:
+    """``run`` as read, with the totals of calls billed since (``usage``: summed tokens and
+    cost), for the budget rules of the step that read it."""
+    if not any(usage.values()):
+        return run
+    return replace(
+        run,
+        input_tokens=run.input_tokens + int(usage.get("input_tokens", 0)),
+        output_tokens=run.output_tokens + int(usage.get("output_tokens", 0)),
+        cost_usd=round(run.cost_usd + float(usage.get("cost_usd") or 0.0), 8),
+    )
 
 
 UPDATE_RUN = RUNS.update().where(RUNS.c.id == sa.bindparam("_id"))
+# the same, adding a step's billed calls to the totals in SQL
+_UPDATE_BILLED = UPDATE_RUN.values(
+    input_tokens=RUNS.c.input_tokens + sa.bindparam("_input_tokens", type_=sa.Integer),
+    output_tokens=RUNS.c.output_tokens + sa.bindparam("_output_tokens", type_=sa.Integer),
+    cost_usd=RUNS.c.cost_usd + sa.bindparam("_cost_usd", type_=sa.Float),
+)
 _SELECT_FULL_RUN = sa.select(RUNS).where(RUNS.c.id == sa.bindparam("run_id"))
 
 
@@ -115,6 +138,11 @@ def read_run(session: Session, run_id: str) -> RunState:
     if row is None:
         raise NotFound(f"run {run_id} does not exist")
     return RunState(**row._asdict())
+
+
+def state_of(run: Run) -> RunState:
+    """An ORM-loaded run as the ``RunState`` a step carries to its commit (no read)."""
+    return RunState(**{f.name: getattr(run, f.name) for f in fields(RunState)})
 
 
 def read_full_run(session: Session, run_id: str) -> dict[str, Any]:
@@ -264,6 +292,14 @@ def update_run(
     if status is not None and status.value != run.status:
         values["status"] = status.value
         append_event(session, run.id, "run.status", {"status": status.value, **(event or {})})
-    if not values:
-        return
-    write_columns(session, run.id, values)
+    if changes.billed:
+        hold_event_lock(session)  # as write_columns
+        billed = {
+            "_input_tokens": changes.input_tokens,
+            "_output_tokens": changes.output_tokens,
+            "_cost_usd": round(changes.cost_usd, 8),
+        }
+        params = {"_id": run.id, "updated_at": utcnow(), **values, **billed}
+        session.connection().execute(_UPDATE_BILLED, params)
+    elif values:
+        write_columns(session, run.id, values)

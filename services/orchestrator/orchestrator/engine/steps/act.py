@@ -16,6 +16,7 @@ from orchestrator.engine.steps.act_commit import ActInput, ActStep, commit, revi
 from orchestrator.engine.steps.common import (
     CANCELLED,
     Call,
+    as_billed,
     cancelled,
     step_budget,
     unit,
@@ -51,7 +52,7 @@ def _prepare(
             task=run.task, kind=TaskKind(run.kind), entry_point=run.entry_point, knowledge=knowledge
         )
         if policy.drafts == 1:
-            return ActInput(False, draft, policy)
+            return ActInput(False, draft, policy, run=run)
         full = load_run(session, run_id)
         return ActInput(
             False,
@@ -65,6 +66,7 @@ def _prepare(
                 run.kind, "", full.tests, run.entry_point, full.json_schema, full.created_by
             ),
             evaluator=rt.evaluators.get(run.evaluator),
+            run=run,
         )
     previous = read_round(session, run_id, round - 1)
     assert previous is not None, "a revision needs the previous round"
@@ -92,6 +94,7 @@ def _prepare(
         sections=parts,
         section_record=previous.sections if parts else None,
         evidence=evidence or None,
+        run=run,
     )
 
 
@@ -187,15 +190,17 @@ async def act_step(
         return ActOutcome(stop=StopInfo.of(CANCELLED)).record()
     assert prepared.request is not None
     assert prepared.policy is not None
+    assert prepared.run is not None
     policy, request = prepared.policy, prepared.request
     result, calls, extra, revised_sections = await _ask(rt, run_id, round, stage, attempt, prepared)
     rt.metrics.stage_latency.labels(stage).observe(time.perf_counter() - started)
     version = await revised_version(rt, prepared, request, result, stage)
     step = ActStep(run_id, round, stage, attempt, reason, cause, seen_hashes)
+    run = as_billed(prepared.run)  # read once, at the start
     outcome = await unit(
         rt,
         lambda s: commit(
-            rt, s, step, prepared, policy, result, version, calls, extra, revised_sections
+            rt, s, step, prepared, run, policy, result, version, calls, extra, revised_sections
         ),
     )
     return outcome.record()

@@ -19,7 +19,7 @@ from orchestrator.evaluators.base import EvaluationJob, Evaluator
 from orchestrator.readmodel.events import append_event
 from orchestrator.readmodel.reflections import add_reflection
 from orchestrator.readmodel.rounds import insert_round, read_round, update_round
-from orchestrator.readmodel.runs import RunChanges, read_run, update_run
+from orchestrator.readmodel.runs import RunChanges, RunState, update_run
 from shared.contracts import (
     ActorResult,
     CritiqueRequest,
@@ -46,6 +46,7 @@ class ActInput:
     sections: list[Section] | None = None  # revise only these flagged sections
     section_record: list[dict[str, Any]] | None = None
     evidence: list[Evidence] | None = None  # the previous round's research: cite only these
+    run: RunState | None = None  # the run as this step read it, once
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,7 @@ def commit(
     session: Session,
     step: ActStep,
     prepared: ActInput,
+    run: RunState,
     policy: Policy,
     result: ActorResult,
     version: Version,
@@ -166,7 +168,6 @@ def commit(
     revised_sections: list[dict[str, Any]] | None,
 ) -> ActOutcome:
     run_id, round, attempt, revising = step.run_id, step.round, step.attempt, step.revising
-    run = read_run(session, run_id)
     changes = RunChanges({"rounds": max(run.rounds, round)})
     points_open = bool(run.binding_points)
     bill_calls(rt, session, run, changes, round, calls)

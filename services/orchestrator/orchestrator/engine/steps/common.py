@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any, ParamSpec, TypeVar
 
 from sqlmodel import Session
@@ -23,7 +24,7 @@ from orchestrator.engine.runtime import Runtime, current
 from orchestrator.peers.errors import PeerUnavailable
 from orchestrator.readmodel.calls import FailedCall, record_call
 from orchestrator.readmodel.events import append_event, appended_types
-from orchestrator.readmodel.runs import RunChanges, RunState, read_run, update_run
+from orchestrator.readmodel.runs import RunChanges, RunState, read_run, update_run, with_billed
 from orchestrator.tables import Run
 from orchestrator.tracing import traced_step
 from shared import deadline
@@ -37,6 +38,9 @@ log = get_logger("crosscheck.steps")
 # one billed call: key, result, role, stage
 Call = tuple[str, ActorResult | CritiqueResult, str, str]
 CANCELLED = Stop(RunStatus.cancelled, StopReason.cancelled, error_class="none", detail="cancelled")
+# what the failed calls of the running step cost, billed as they failed (``bill_failed``):
+# the step's commit adds it to the run it read at the start instead of reading it again
+_FAILED: ContextVar[dict[str, float] | None] = ContextVar("crosscheck_failed_usage", default=None)
 
 
 async def with_retries(
@@ -65,14 +69,16 @@ async def with_retries(
         if run_id is None:
             return
         billing = exc.billing(state.attempt_number) if isinstance(exc, PeerUnavailable) else None
-        await unit(rt, lambda session: _retried(session, run_id, data, billing))
+        _add_failed(await unit(rt, lambda session: _retried(session, run_id, data, billing)))
 
     def _retried(
         session: Session, run_id: str, data: dict[str, Any], billing: dict[str, Any] | None
-    ) -> None:
+    ) -> dict[str, Any] | None:
+        usage = None
         if billing is not None:  # what the failed attempt's model calls cost
-            bill_failed(rt, session, run_id, billing)
+            usage = bill_failed(rt, session, run_id, billing)
         append_event(session, run_id, "peer.retry", data)
+        return usage
 
     retrying = AsyncRetrying(
         retry=retry_if_exception_type(PeerUnavailable),
@@ -94,7 +100,7 @@ async def with_retries(
             made = retrying.statistics.get("attempt_number", 1)
             billing = exc.billing(made)
             if run_id is not None and billing is not None:
-                await unit(rt, lambda session: bill_failed(rt, session, run_id, billing))
+                _add_failed(await unit(rt, lambda s: bill_failed(rt, s, run_id, billing)))
             if made < settings.peer_max_attempts:  # stopped by the deadline, not the count
                 raise PeerUnavailable(
                     f"{exc} (attempt {made} of {settings.peer_max_attempts}; the step's "
@@ -111,10 +117,29 @@ def step_budget(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
 
     @functools.wraps(fn)
     async def within(*args: P.args, **kwargs: P.kwargs) -> T:
-        with deadline.scope(current().settings.step_budget_s):
-            return await fn(*args, **kwargs)
+        failed = _FAILED.set({})
+        try:
+            with deadline.scope(current().settings.step_budget_s):
+                return await fn(*args, **kwargs)
+        finally:
+            _FAILED.reset(failed)
 
     return traced_step(within)
+
+
+def _add_failed(usage: dict[str, Any] | None) -> None:
+    spent = _FAILED.get()
+    if usage is None or spent is None:
+        return
+    for name in ("input_tokens", "output_tokens", "cost_usd"):
+        spent[name] = spent.get(name, 0) + (usage.get(name) or 0)
+
+
+def as_billed(run: RunState) -> RunState:
+    """The run a step read at its start, with what its failed calls cost since (billed by
+    the retry loop as they failed): the run the step's commit writes, without reading it
+    again. Called on the step's own task, where the tally lives."""
+    return with_billed(run, _FAILED.get() or {})
 
 
 async def unit(rt: Runtime, work: Callable[[Session], T]) -> T:
@@ -176,7 +201,7 @@ def bill(
         session, run.id, round=round, role=role, stage=stage, key=key, result=result
     )
     if usage is not None:
-        changes.bill(run, usage)
+        changes.bill(usage)
         provider = result.usage.provider
         rt.metrics.calls.labels(role, provider, result.usage.model).inc()
         rt.metrics.tokens.labels(role, provider, "input").inc(result.usage.input_tokens)
@@ -212,9 +237,12 @@ def bill_critiques(
     bill_calls(rt, session, run, changes, round, billed)
 
 
-def bill_failed(rt: Runtime, session: Session, run_id: str, failed_call: dict[str, Any]) -> None:
+def bill_failed(
+    rt: Runtime, session: Session, run_id: str, failed_call: dict[str, Any]
+) -> dict[str, Any] | None:
     """Bill a failed peer call (``PeerRejected.billing`` / ``PeerUnavailable.billing``) to
-    the run's current round: tokens, cost, trajectory and stats, once per key."""
+    the run's current round: tokens, cost, trajectory and stats, once per key. Returns the
+    usage billed (None: billed before)."""
     state = read_run(session, run_id)
     changes = RunChanges({})
     bill(
@@ -232,3 +260,10 @@ def bill_failed(rt: Runtime, session: Session, run_id: str, failed_call: dict[st
         ),
     )
     update_run(session, state, changes)
+    if not changes.billed:
+        return None
+    return {
+        "input_tokens": changes.input_tokens,
+        "output_tokens": changes.output_tokens,
+        "cost_usd": changes.cost_usd,
+    }

@@ -117,6 +117,7 @@ def _prepare(
         citations_reason=research.citations_reason(row.citations),
         unsourced=row.unsourced,
         given=row.provenance == GIVEN_PROVENANCE,
+        run=run,
     )
 
 

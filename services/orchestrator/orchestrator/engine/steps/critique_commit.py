@@ -20,12 +20,12 @@ from orchestrator.engine.policy import (
 from orchestrator.engine.runtime import Runtime
 from orchestrator.engine.sections import Section
 from orchestrator.engine.steps import requests
-from orchestrator.engine.steps.common import bill_critiques, finish_run, unit
+from orchestrator.engine.steps.common import as_billed, bill_critiques, finish_run, unit
 from orchestrator.engine.steps.outcomes import CritiqueOutcome, StopInfo
 from orchestrator.readmodel.events import append_event
 from orchestrator.readmodel.reflections import add_reflection
 from orchestrator.readmodel.rounds import update_round
-from orchestrator.readmodel.runs import RunChanges, RunState, load_run, read_run, update_run
+from orchestrator.readmodel.runs import RunChanges, RunState, load_run, update_run
 from shared import verdicts
 from shared.contracts import CritiqueRequest, CritiqueResult
 from shared.orchestration import Policy, ReviewMode, RunStatus
@@ -48,6 +48,7 @@ class CritiqueInput:
     citations_reason: str = ""  # what the failed check found, for the run's detail
     unsourced: list[dict[str, Any]] | None = None  # flagged claims kept without a source
     given: bool = False  # the version is the text the run's creator gave: a person decides
+    run: RunState | None = None  # the run as this step read it, once
 
 
 @dataclass(frozen=True)
@@ -79,9 +80,12 @@ def checked(
 
 
 def _record_retry(
-    rt: Runtime, session: Session, v: Verdict, calls: list[tuple[str, CritiqueResult]]
+    rt: Runtime,
+    session: Session,
+    v: Verdict,
+    run: RunState,
+    calls: list[tuple[str, CritiqueResult]],
 ) -> None:
-    run = read_run(session, v.run_id)
     changes = RunChanges({})
     bill_critiques(rt, session, run, changes, v.round, calls)
     update_run(session, run, changes)
@@ -118,10 +122,12 @@ async def decide(
     section_record: list[dict[str, Any]] | None,
 ) -> CritiqueOutcome:
     """Record the critique and apply the stop rules, in one transaction."""
+    assert prepared.run is not None
+    run = as_billed(prepared.run)  # read once, at the start
     environment = critic_blames_environment(v.doc)
     if environment and v.retry < ENVIRONMENT_RETRIES:
         rt.metrics.environment_retries.labels("critic").inc()
-        await unit(rt, lambda s: _record_retry(rt, s, v, calls))
+        await unit(rt, lambda s: _record_retry(rt, s, v, run, calls))
         return CritiqueOutcome(verdict=v.doc["verdict"], retry=True)
     measured = (
         None
@@ -134,7 +140,9 @@ async def decide(
     adoption = measured.share if measured is not None else None
     return await unit(
         rt,
-        lambda s: _commit(rt, s, v, prepared, result, calls, section_record, adoption, environment),
+        lambda s: _commit(
+            rt, s, v, prepared, run, result, calls, section_record, adoption, environment
+        ),
     )
 
 
@@ -143,6 +151,7 @@ def _commit(
     session: Session,
     v: Verdict,
     prepared: CritiqueInput,
+    run: RunState,
     result: CritiqueResult,
     calls: list[tuple[str, CritiqueResult]],
     section_record: list[dict[str, Any]] | None,
@@ -151,7 +160,6 @@ def _commit(
 ) -> CritiqueOutcome:
     run_id, round, doc, policy = v.run_id, v.round, v.doc, prepared.policy
     signature = critique_signature(doc)
-    run = read_run(session, run_id)
     changes = RunChanges({})
     bill_critiques(rt, session, run, changes, round, calls)
     update_round(

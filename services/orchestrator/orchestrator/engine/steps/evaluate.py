@@ -25,7 +25,7 @@ from orchestrator.evaluators.base import EvaluationJob, Evaluator
 from orchestrator.readmodel.events import append_event
 from orchestrator.readmodel.reflections import add_reflection
 from orchestrator.readmodel.rounds import change_round, load_round, read_round
-from orchestrator.readmodel.runs import load_run, set_status
+from orchestrator.readmodel.runs import RunChanges, RunState, load_run, state_of, update_run
 from shared.orchestration import Policy, RunStatus
 
 
@@ -38,13 +38,16 @@ async def evaluate_step(
     ``regressed``: this version fails where the previous one passed (the guard re-asks)."""
     rt = current()
     started = time.perf_counter()
+    state: RunState | None = None
 
     def prepare(
         session: Session,
     ) -> tuple[EvaluationJob, Evaluator | None, dict[str, Any] | None, str | None] | None:
+        nonlocal state
         run = load_run(session, run_id)
         if cancelled(rt, session, run):
             return None
+        state = state_of(run)  # read once: the commit writes this run
         row = load_round(session, run_id, round)
         assert row is not None
         job = EvaluationJob(
@@ -85,9 +88,11 @@ async def evaluate_step(
 
     regressed = False
 
+    assert state is not None
+    run = state
+
     def commit(session: Session) -> Stop | None:
         nonlocal regressed
-        run = load_run(session, run_id)
         policy = Policy.model_validate(run.policy)
         if evaluation is not None and passed is not None:
             before = read_round(session, run_id, round - 1)
@@ -111,10 +116,12 @@ async def evaluate_step(
             )
         if regressed:
             pass  # the workflow rolls this version back or keeps the better one
-        elif pause_after:
-            records.pause_for_review(session, run, round)
+        elif pause_after:  # a person's pause: the review item needs the whole row
+            records.pause_for_review(session, load_run(session, run_id), round)
         else:
-            set_status(session, run, RunStatus.critiquing, round=round)
+            update_run(
+                session, run, RunChanges({}), status=RunStatus.critiquing, event={"round": round}
+            )
         return None
 
     stop = await unit(rt, commit)
