@@ -66,12 +66,13 @@ DEMO_MODEL = "scripted-demo"  # what Crosscheck's services send when the demo mo
 MAX_TOKENS = 4096  # Crosscheck's max_output_tokens default
 ACTOR_TEMPERATURE = {"draft": 0.7, "revise": 0.4}  # the Actor's defaults
 CRITIC_TEMPERATURE = 0.2  # the Critic's default
-SYSTEMS = ("p0", "p1", "p2", "x", "xpg")
+SYSTEMS = ("p0", "p1", "p2", "p2s", "x", "xpg")
 ORCHESTRATING = ("plain loop", "langgraph", "orchestrator")  # the process that makes the calls
 LABELS = {
     "p0": "P0 the calls alone",
     "p1": "P1 LangGraph + SDK",
     "p2": "P2 LangGraph -> Crosscheck services",
+    "p2s": "P2 at LangGraph's sync durability",
     "x": "X Crosscheck",
     "xpg": "X Crosscheck on Postgres",
 }
@@ -489,7 +490,15 @@ async def worker_main(args: argparse.Namespace) -> None:
             out.write(json.dumps(message) + "\n")
             out.flush()
 
-        reply({"event": "ready", "journal_mode": journal, "synchronous": synchronous})
+        durability = invoke_kwargs.get("durability", "default")
+        reply(
+            {
+                "event": "ready",
+                "journal_mode": journal,
+                "synchronous": synchronous,
+                "durability": durability,
+            }
+        )
         while True:
             line = await loop.run_in_executor(None, sys.stdin.readline)
             if not line:
@@ -727,12 +736,15 @@ class Bench:
     # ------------------------------------------------------------ workers (P0, P1, P2)
 
     def start_worker(self, system: str, db: Path, log_path: Path) -> subprocess.Popen[str]:
+        # p2s: P2 with each checkpoint written before the next step starts, the promise
+        # Crosscheck keeps (a crash loses no finished step)
+        durability = "sync" if system == "p2s" else self.args.lg_durability
         command = [
             sys.executable,
             "-m",
             "bench.peers",
             "--worker",
-            system,
+            "p2" if system == "p2s" else system,
             "--db",
             str(db),
             "--fake-url",
@@ -749,7 +761,7 @@ class Bench:
             "--lg-synchronous",
             self.args.lg_synchronous,
             "--lg-durability",
-            self.args.lg_durability,
+            durability,
             "--lg-loop",
             self.args.lg_loop,
         ]
@@ -830,13 +842,13 @@ class Bench:
         started = time.perf_counter()
         try:
             crosscheck = system in ("x", "xpg")
-            if crosscheck or system in ("p0", "p2"):
+            if crosscheck or system in ("p0", "p2", "p2s"):
                 names = ["actor", "critic"] + (["orchestrator"] if crosscheck else [])
                 ports = self.ports.x if crosscheck else self.ports.p2
                 database = self.fresh_database(tag) if system == "xpg" else None
                 supervisor = self.start_services(names, ports, tag, database)
                 procs.update({r.spec.name: r.process.pid for r in supervisor.running})
-            if system in ("p0", "p1", "p2"):
+            if system in ("p0", "p1", "p2", "p2s"):
                 worker = self.start_worker(
                     system, directory / "langgraph.sqlite", directory / "worker.log"
                 )
@@ -850,6 +862,7 @@ class Bench:
                     "journal_mode": worker.info["journal_mode"],  # type: ignore[attr-defined]
                     "synchronous": worker.info["synchronous"],  # type: ignore[attr-defined]
                 }
+                result["lg_durability"] = worker.info["durability"]  # type: ignore[attr-defined]
             result.update(self.model_calls(runs))
         finally:
             if worker is not None:
@@ -1119,9 +1132,13 @@ def markdown_table(
     present = {system for system, _ in medians}
     shown_systems = [s for s in SYSTEMS if s in present]
     # ratio columns: (numerator, denominator), shown when both systems were measured
-    pairs = [(x, p) for x, p in (("x", "p1"), ("x", "p2"), ("xpg", "p2")) if {x, p} <= present]
+    pairs = [
+        (x, p)
+        for x, p in (("x", "p1"), ("x", "p2"), ("x", "p2s"), ("xpg", "p2"))
+        if {x, p} <= present
+    ]
     head = " | ".join(LABELS[s] for s in shown_systems)
-    names = {"x": "X", "xpg": "X on Postgres", "p1": "P1", "p2": "P2"}
+    names = {"x": "X", "xpg": "X on Postgres", "p1": "P1", "p2": "P2", "p2s": "P2 sync"}
     ratio_head = "".join(f" | {names[x]}/{names[p]}" for x, p in pairs)
     lines = [
         f"| measurement | {head}{ratio_head} |",
@@ -1176,7 +1193,7 @@ def above_the_calls(
         if floor is None:
             continue
         parts = []
-        for system in ("p2", "x", "xpg"):
+        for system in ("p2", "p2s", "x", "xpg"):
             by_process = medians.get((system, mode), {}).get("cpu_ms_per_run_by_process", {})
             own = by_process.get("langgraph", by_process.get("orchestrator"))
             if own is not None:
@@ -1381,8 +1398,9 @@ def main() -> int:
     parser.add_argument(
         "--systems",
         default=None,
-        help="any of p0,p1,p2,x,xpg (default p0,p1,p2,x, and xpg with "
-        "--postgres-url); LangGraph keeps its SQLite saver throughout",
+        help="any of p0,p1,p2,p2s,x,xpg (default p0,p1,p2,x, and xpg with "
+        "--postgres-url; p2s: P2 at --lg-durability sync, in the same invocation); "
+        "LangGraph keeps its SQLite saver throughout",
     )
     parser.add_argument("--measurements", default="seq,conc", help="any of seq,conc")
     parser.add_argument("--runs", type=int, default=200, help="sequential runs per sample (LAT=0)")

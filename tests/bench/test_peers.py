@@ -42,11 +42,15 @@ def test_the_table_says_what_each_orchestrator_costs_above_the_calls_alone():
     medians = {
         ("p0", "seq"): median("plain loop", 7.0),
         ("p2", "seq"): median("langgraph", 18.0),
+        ("p2s", "seq"): median("langgraph", 22.5),
         ("x", "seq"): median("orchestrator", 30.5),
     }
     floor = {"database": "sqlite", "a_cpu_ms_per_workflow": 6.5, "b_cpu_ms_per_workflow": 8.0}
     lines = above_the_calls(medians, [floor])
-    assert "P2 LangGraph -> Crosscheck services 11.0 ms, X Crosscheck 23.5 ms" in lines[0]
+    assert (
+        "P2 LangGraph -> Crosscheck services 11.0 ms, P2 at LangGraph's sync durability 15.5 ms, "
+        "X Crosscheck 23.5 ms" in lines[0]
+    )
     assert "DBOS alone on sqlite" in lines[1]
     assert "the calls plus DBOS: 13.5 ms" in lines[1]
     assert not any(line.startswith("(b)") for line in lines)  # no (b) samples, no (b) line
