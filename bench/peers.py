@@ -12,6 +12,9 @@ through its control API).
   P2  LangGraph orchestrating Crosscheck's services: the same graph; its nodes send the
       orchestrator's exact requests to the Actor and Critic over HTTP, through the
       orchestrator's own peer clients (orchestrator.peers.http); AsyncSqliteSaver (WAL).
+  P2s P2 at LangGraph's synchronous durability (``--lg-durability sync``): each checkpoint
+      written before the next step starts, so a crash loses no finished step, as
+      Crosscheck promises; by default LangGraph writes it while the next step runs.
   P0  The calls alone: P2's six service calls in a plain loop, no framework and no
       checkpoint. Not an orchestrator: the floor that P2 and X both pay, so that P2 - P0
       is what LangGraph itself costs and X - P0 what Crosscheck's orchestration costs.
@@ -1267,7 +1270,7 @@ def project_commit(project: Path) -> str | None:
 
 
 def driver_main(args: argparse.Namespace) -> int:
-    chosen = args.systems or ("p0,p1,p2,x,xpg" if args.postgres_url else "p0,p1,p2,x")
+    chosen = args.systems or ("p0,p1,p2,p2s,x,xpg" if args.postgres_url else "p0,p1,p2,p2s,x")
     systems = [s.strip() for s in chosen.split(",") if s.strip()]
     modes = [m.strip() for m in args.measurements.split(",") if m.strip()]
     for s in systems:
@@ -1398,7 +1401,7 @@ def main() -> int:
     parser.add_argument(
         "--systems",
         default=None,
-        help="any of p0,p1,p2,p2s,x,xpg (default p0,p1,p2,x, and xpg with "
+        help="any of p0,p1,p2,p2s,x,xpg (default p0,p1,p2,p2s,x, and xpg with "
         "--postgres-url; p2s: P2 at --lg-durability sync, in the same invocation); "
         "LangGraph keeps its SQLite saver throughout",
     )

@@ -1,7 +1,8 @@
 """Runs: one row per run, read and written here only (with its ``run.status`` events).
 
-The steps read a run as a ``RunState`` (``read_run``: one Core select of the columns they
-use) and write what they collected as one UPDATE (``update_run``); the ORM's unit of work
+The steps read a run once, as a ``RunState`` (``read_run``: one Core select of the columns
+they use), and write what they collected as one UPDATE (``update_run``, adding the cost of
+their calls to the totals in SQL); the ORM's unit of work
 (identity map, attribute events, flush ordering) cost more CPU than the SQL itself on every
 step. The rarer paths (finishing, a review decision, a cancel) load the ORM row
 (``load_run``) and change it in the same transaction; a Core read sees those changes only
