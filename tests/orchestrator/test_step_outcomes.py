@@ -208,8 +208,9 @@ async def test_a_run_recorded_by_the_untyped_steps_replays_to_its_end_without_a_
     calls = len(fake_model.requests())
     # the run reads as finished once its last step committed; DBOS marks the workflow done
     # just after, and that write would undo the crash simulated below: wait for it
-    finished = await asyncio.to_thread(DBOS.retrieve_workflow, run_id)
-    await asyncio.wait_for(asyncio.to_thread(finished.get_result), timeout=60)
+    await asyncio.wait_for(
+        asyncio.to_thread(lambda: DBOS.retrieve_workflow(run_id).get_result()), timeout=60
+    )
     # act, critique (and more): every outcome the run recorded, as the old release wrote it
     assert _downgrade_records(database_url, run_id) >= 2
     _mark_pending(database_url, run_id)
