@@ -16,6 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
+from orchestrator.readmodel import aggregates
 from orchestrator.reviews import judgements
 from orchestrator.tables import CriticJudgement, ReviewItem, Round, Run
 from shared.orchestration import DecisionAction, ExportKind, ReviewStatus
@@ -117,22 +118,14 @@ class DatasetExporter:
     def _items(
         self, session: Session, filters: ExportFilter, after: int
     ) -> list[tuple[ReviewItem, Run]]:
-        query = (
-            select(ReviewItem, Run)
-            .join(Run, col(Run.id) == col(ReviewItem.run_id))
-            .where(
-                col(ReviewItem.status) == ReviewStatus.resolved.value,
-                col(ReviewItem.seq) > after,
-            )
+        return aggregates.decided_items(
+            session,
+            after=after,
+            limit=self.page,
+            since=filters.since,
+            until=filters.until,
+            owner=filters.owner,
         )
-        if filters.since is not None:
-            query = query.where(col(ReviewItem.resolved_at) >= filters.since)
-        if filters.until is not None:
-            query = query.where(col(ReviewItem.resolved_at) < filters.until)
-        if filters.owner is not None:
-            query = query.where(col(Run.created_by) == filters.owner)
-        query = query.order_by(col(ReviewItem.seq)).limit(self.page)
-        return [(item, run) for item, run in session.exec(query)]
 
     def _page(
         self,
@@ -145,11 +138,7 @@ class DatasetExporter:
         if not kept:
             return
         run_ids = {run.id for _, run in kept}
-        rounds: dict[str, list[Round]] = {}
-        for row in session.exec(
-            select(Round).where(col(Round.run_id).in_(run_ids)).order_by(col(Round.number))
-        ):
-            rounds.setdefault(row.run_id, []).append(row)
+        rounds = aggregates.rounds_by_run(session, run_ids)
         if kind is ExportKind.chat:
             for item, run in kept:
                 yield from self._chat(item, run, rounds.get(run.id, []))

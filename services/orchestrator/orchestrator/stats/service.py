@@ -1,6 +1,7 @@
 """Stats over the read model, portable across SQLite and Postgres.
 
-Counts are plain ``GROUP BY`` queries. Per-provider figures need fields inside the
+The queries are the read model's (``readmodel/aggregates.py``); this module folds their
+rows. Counts are plain ``GROUP BY`` queries. Per-provider figures need fields inside the
 ``model_calls.usage`` JSON and percentiles, which the two dialects spell differently, so
 they are folded in Python over one streamed select of the newest ``MAX_CALLS`` calls.
 """
@@ -13,21 +14,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import sqlalchemy as sa
-from sqlalchemy import func
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
 from orchestrator.engine import settled
-from orchestrator.tables import CriticJudgement, ModelCall, ReviewItem, Round, Run, utcnow
+from orchestrator.readmodel import aggregates
+from orchestrator.tables import utcnow
 from shared.errors import BadRequest
 from shared.orchestration import (
     ADOPTION_BAND,
-    FINAL_STATUSES,
     AgreementStats,
     IssueAgreementStats,
     JudgementVerdict,
     ProviderStats,
-    ReviewStatus,
     RoundsBucket,
     RunStatus,
     StatsPublic,
@@ -35,7 +33,6 @@ from shared.orchestration import (
 )
 
 MAX_CALLS = 100_000
-_STREAM = {"yield_per": 1000}
 
 
 def normalize_since(since: datetime | None) -> datetime | None:
@@ -108,55 +105,22 @@ class StatsService:
     ) -> StatsPublic:
         """Over every run, or over the runs ``owner`` (a service's token id) started."""
         since = normalize_since(since)
-        recent = [col(Run.created_at) >= since] if since is not None else []
-        if owner is not None:  # every query below reads runs (or joins them)
-            recent.append(col(Run.created_by) == owner)
-        finished = col(Run.status).in_([s.value for s in FINAL_STATUSES])
-
-        by_status = {
-            status: int(count)
-            for status, count in session.exec(
-                select(Run.status, func.count()).where(*recent).group_by(Run.status)
-            )
-        }
-        by_stop = {
-            str(reason): int(count)
-            for reason, count in session.exec(
-                select(Run.stop_reason, func.count())
-                .where(col(Run.stop_reason).is_not(None), *recent)
-                .group_by(Run.stop_reason)
-            )
-        }
+        scope = aggregates.RunScope(since, owner)  # every query below reads (or joins) runs
+        by_status = aggregates.runs_by_status(session, scope)
+        by_stop = aggregates.runs_by_stop_reason(session, scope)
         buckets = [
-            RoundsBucket(rounds=int(rounds), runs=int(count))
-            for rounds, count in session.exec(
-                select(Run.rounds, func.count())
-                .where(finished, *recent)
-                .group_by(col(Run.rounds))
-                .order_by(col(Run.rounds))
-            )
+            RoundsBucket(rounds=rounds, runs=count)
+            for rounds, count in aggregates.finished_runs_by_rounds(session, scope)
         ]
         # a round's adoption: the share of the previous critique's issues the critique of
         # its revision did not raise again, on the same span or dimension, whatever the
         # Actor answered (engine/discipline.py); a person's edit is not measured
-        mean, samples = session.exec(
-            select(func.avg(Round.adoption), func.count(col(Round.adoption)))
-            .join(Run, col(Run.id) == col(Round.run_id))
-            .where(col(Round.adoption).is_not(None), *recent)
-        ).one()
+        mean, samples = aggregates.adoption_mean(session, scope)
 
         folds: dict[tuple[str, str], _Fold] = {}
         calls = 0
-        rows = session.exec(
-            select(ModelCall.role, ModelCall.usage, ModelCall.latency_ms)
-            .join(Run, col(Run.id) == col(ModelCall.run_id))
-            .where(*recent)
-            .order_by(col(ModelCall.id).desc())
-            .limit(self.max_calls + 1),
-            execution_options=_STREAM,
-        )
         truncated = False
-        for role, usage, latency_ms in rows:
+        for role, usage, latency_ms in aggregates.newest_calls(session, scope, self.max_calls + 1):
             if calls == self.max_calls:
                 truncated = True
                 break
@@ -164,16 +128,14 @@ class StatsService:
             doc: dict[str, Any] = dict(usage or {})
             key = (str(doc.get("provider") or "unknown"), role)
             folds.setdefault(key, _Fold()).add(doc, latency_ms)
-        rows.close()
 
         agreement: dict[tuple[str, str], list[int]] = {}
-        decided = session.exec(
-            select(ReviewItem.decision, Run.critic_info, Run.policy)
-            .join(Run, col(Run.id) == col(ReviewItem.run_id))
-            .where(col(ReviewItem.status) == ReviewStatus.resolved.value, *recent),
-            execution_options=_STREAM,
-        )
-        for decision, critic_info, policy in decided:
+        people: set[tuple[str, int]] = set()  # versions a person judged (the trigger rate)
+        for run_id, number, decision, critic_info, policy in aggregates.resolved_reviews(
+            session, scope
+        ):
+            if settled.judging(decision):
+                people.add((run_id, number))
             agreed = (decision or {}).get("agreed_with_critic")
             if agreed is None:
                 continue
@@ -182,12 +144,11 @@ class StatsService:
             tally = agreement.setdefault((provider, profile), [0, 0])
             tally[0] += 1
             tally[1] += int(bool(agreed))
-        decided.close()
 
-        by_issue = judgement_agreement(session, recent)
-        reflection = self._reflection(session, recent)
-        guarded = self._over_corrections(session, recent)
-        adoption = round(float(mean), 6) if samples else None
+        by_issue = judgement_agreement(session, scope)
+        reflection = self._reflection(session, scope, people)
+        guarded = self._over_corrections(session, scope)
+        adoption = round(mean, 6) if samples and mean is not None else None
         return StatsPublic(
             **reflection,
             **guarded,
@@ -201,7 +162,7 @@ class StatsService:
             runs_by_stop_reason=dict(sorted(by_stop.items())),
             rounds_per_run=buckets,
             adoption_rate=adoption,
-            adoption_rounds=int(samples),
+            adoption_rounds=samples,
             model_calls=calls,
             model_calls_truncated=truncated,
             providers=[
@@ -233,19 +194,12 @@ class StatsService:
         )
 
     @staticmethod
-    def _over_corrections(session: Session, recent: list[Any]) -> dict[str, Any]:
+    def _over_corrections(session: Session, scope: aggregates.RunScope) -> dict[str, Any]:
         """The over-correction rate: revised rounds the guard rolled back at least once."""
         revisions = guarded = 0
-        rows = session.exec(  # JSON null and SQL NULL both read as None
-            select(Round.over_correction)
-            .join(Run, col(Run.id) == col(Round.run_id))
-            .where(col(Round.number) > 1, col(Round.provenance) == "actor", *recent),
-            execution_options=_STREAM,
-        )
-        for record in rows:
+        for (record,) in aggregates.revisions_guarded(session, scope):
             revisions += 1
             guarded += int(record is not None)
-        rows.close()
         return {
             "revisions": int(revisions),
             "over_corrections": int(guarded),
@@ -253,41 +207,18 @@ class StatsService:
         }
 
     @staticmethod
-    def _reflection(session: Session, recent: list[Any]) -> dict[str, Any]:
+    def _reflection(
+        session: Session, scope: aggregates.RunScope, people: set[tuple[str, int]]
+    ) -> dict[str, Any]:
         """Trigger and degraded-critique rates, folded over the rounds of the period's runs.
 
         The trigger rate counts settled versions (``engine/settled.py``): revised by a later
         round (rounds are numbered 1..``runs.rounds``) or shipped by a succeeded run; judged
         when critiqued, decided on by a person, or approved as the version that shipped.
         """
-        people: set[tuple[str, int]] = set()
-        decisions = session.exec(
-            select(ReviewItem.run_id, ReviewItem.round, ReviewItem.decision)
-            .join(Run, col(Run.id) == col(ReviewItem.run_id))
-            .where(col(ReviewItem.status) == ReviewStatus.resolved.value, *recent),
-            execution_options=_STREAM,
-        )
-        for run_id, number, decision in decisions:
-            if settled.judging(decision):
-                people.add((run_id, number))
-        decisions.close()
-
         versions = judged = critiqued = critiques = degraded = 0
         by_depth: dict[str, int] = {}
-        rows = session.execute(  # more columns than sqlmodel's select types
-            sa.select(
-                col(Round.run_id),
-                col(Round.number),
-                col(Round.critique),
-                col(Run.status),
-                col(Run.stop_reason),
-                col(Run.final_round),
-                col(Run.rounds),
-            )
-            .join(Run, col(Run.id) == col(Round.run_id))
-            .where(*recent),
-            execution_options=_STREAM,
-        )
+        rows = aggregates.rounds_with_outcome(session, scope)
         for run_id, number, critique, status, stop_reason, final_round, last in rows:
             if critique is not None:
                 critiques += 1
@@ -304,7 +235,6 @@ class StatsService:
                 or (run_id, number) in people
                 or (shipped and stop_reason == StopReason.review_approved.value)
             )
-        rows.close()
         return {
             "versions": versions,
             "versions_judged": judged,
@@ -318,21 +248,11 @@ class StatsService:
 
 
 def judgement_agreement(
-    session: Session, recent: list[Any]
+    session: Session, scope: aggregates.RunScope
 ) -> dict[tuple[str, str, str], list[int]]:
-    """(profile, error type, dimension) -> [judged, agreed], over the runs ``recent`` keeps."""
+    """(profile, error type, dimension) -> [judged, agreed], over the runs ``scope`` keeps."""
     tally: dict[tuple[str, str, str], list[int]] = {}
-    rows = session.exec(
-        select(
-            CriticJudgement.verdict,
-            CriticJudgement.error_type,
-            CriticJudgement.dimension,
-            Run.policy,
-        )
-        .join(Run, col(Run.id) == col(CriticJudgement.run_id))
-        .where(*recent)
-    )
-    for verdict, error_type, dimension, policy in rows:
+    for verdict, error_type, dimension, policy in aggregates.judgements_with_policy(session, scope):
         profile = str((policy or {}).get("profile") or "default")
         counts = tally.setdefault((profile, error_type, dimension), [0, 0])
         counts[0] += 1
