@@ -109,7 +109,9 @@ async def test_critic_first_still_waits_for_the_person(url, api, fake_model):
 
 async def test_when_nobody_decides_in_time_it_names_the_run_and_the_item(url, api):
     async with mcp_over_http(url, ADMIN_TOKEN) as client:
-        result = structured(await client.call_tool("request_review", {"text": GIVEN, "wait_s": 1}))
+        # nobody decides, so the tool waits all of wait_s: long enough for the run to reach
+        # the person on a loaded machine (1 s was not: still evaluating), short for a test
+        result = structured(await client.call_tool("request_review", {"text": GIVEN, "wait_s": 8}))
     assert (result["outcome"], result["status"]) == ("waiting", "awaiting_review")
     item = await open_item(api)
     assert result["review_id"] == item["id"]
