@@ -14,7 +14,7 @@ from sqlmodel import Session
 from orchestrator.db import create_db_engine, session_scope
 from orchestrator.readmodel.calls import FailedCall, calls_of, record_call
 from orchestrator.readmodel.events import EVENT_LOCK_KEY, EVENTS_CHANNEL, append_event, last_seq
-from orchestrator.readmodel.runs import RunChanges, insert_run, read_run, update_run, with_billed
+from orchestrator.readmodel.runs import RunChanges, insert_run, read_run, update_run
 from orchestrator.tables import Run
 from shared.contracts import ModelExchange, Usage
 
@@ -80,7 +80,7 @@ def test_a_steps_write_keeps_what_was_billed_since_it_read_the_run(engine: sa.En
         update_run(session, read_run(session, run_id), billed)
     changes = RunChanges({"rounds": 1})
     changes.bill({"input_tokens": 100, "output_tokens": 30, "cost_usd": 0.5})
-    as_the_step_sees_it = with_billed(read_at_start, failed)
+    as_the_step_sees_it = billed.on(read_at_start)  # the step's tally of its failed calls
     assert changes.tokens(as_the_step_sees_it) == 170  # what the budget rules compare
     assert changes.cost(as_the_step_sees_it) == 0.75
     with session_scope(engine) as session:

@@ -109,18 +109,23 @@ class RunChanges:
     def cost(self, run: RunState) -> float:
         return round(run.cost_usd + self.cost_usd, 8)
 
+    def add(self, other: RunChanges) -> None:
+        """Tally what ``other`` billed too (its column values are not taken)."""
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.cost_usd += other.cost_usd
 
-def with_billed(run: RunState, usage: dict[str, Any]) -> RunState:
-    """``run`` as read, with the totals of calls billed since (``usage``: summed tokens and
-    cost), for the budget rules of the step that read it."""
-    if not any(usage.values()):
-        return run
-    return replace(
-        run,
-        input_tokens=run.input_tokens + int(usage.get("input_tokens", 0)),
-        output_tokens=run.output_tokens + int(usage.get("output_tokens", 0)),
-        cost_usd=round(run.cost_usd + float(usage.get("cost_usd") or 0.0), 8),
-    )
+    def on(self, run: RunState) -> RunState:
+        """``run`` as read, with what these changes billed added to its totals (the run a
+        step's budget rules see when calls were billed since it read the run)."""
+        if not self.billed:
+            return run
+        return replace(
+            run,
+            input_tokens=run.input_tokens + self.input_tokens,
+            output_tokens=run.output_tokens + self.output_tokens,
+            cost_usd=self.cost(run),
+        )
 
 
 UPDATE_RUN = RUNS.update().where(RUNS.c.id == sa.bindparam("_id"))
@@ -274,10 +279,12 @@ def flag_cancel(session: Session, run: Run, by: str) -> None:
     change(session, run, cancel_requested=True)
 
 
-def write_columns(session: Session, run_id: str, values: dict[str, Any]) -> None:
+def write_columns(
+    session: Session, run_id: str, values: dict[str, Any], statement: sa.Update = UPDATE_RUN
+) -> None:
     """One UPDATE of the given columns (taking the event lock first, as every run write)."""
     hold_event_lock(session)  # before the run's row: see readmodel.events.hold_event_lock
-    session.connection().execute(UPDATE_RUN, {"_id": run_id, "updated_at": utcnow(), **values})
+    session.connection().execute(statement, {"_id": run_id, "updated_at": utcnow(), **values})
 
 
 def update_run(
@@ -294,13 +301,11 @@ def update_run(
         values["status"] = status.value
         append_event(session, run.id, "run.status", {"status": status.value, **(event or {})})
     if changes.billed:
-        hold_event_lock(session)  # as write_columns
-        billed = {
-            "_input_tokens": changes.input_tokens,
-            "_output_tokens": changes.output_tokens,
-            "_cost_usd": round(changes.cost_usd, 8),
-        }
-        params = {"_id": run.id, "updated_at": utcnow(), **values, **billed}
-        session.connection().execute(_UPDATE_BILLED, params)
+        values.update(
+            _input_tokens=changes.input_tokens,
+            _output_tokens=changes.output_tokens,
+            _cost_usd=round(changes.cost_usd, 8),
+        )
+        write_columns(session, run.id, values, _UPDATE_BILLED)
     elif values:
         write_columns(session, run.id, values)

@@ -24,7 +24,7 @@ from orchestrator.engine.runtime import Runtime, current
 from orchestrator.peers.errors import PeerUnavailable
 from orchestrator.readmodel.calls import FailedCall, record_call
 from orchestrator.readmodel.events import append_event, appended_types
-from orchestrator.readmodel.runs import RunChanges, RunState, read_run, update_run, with_billed
+from orchestrator.readmodel.runs import RunChanges, RunState, read_run, update_run
 from orchestrator.tables import Run
 from orchestrator.tracing import traced_step
 from shared import deadline
@@ -40,7 +40,7 @@ Call = tuple[str, ActorResult | CritiqueResult, str, str]
 CANCELLED = Stop(RunStatus.cancelled, StopReason.cancelled, error_class="none", detail="cancelled")
 # what the failed calls of the running step cost, billed as they failed (``bill_failed``):
 # the step's commit adds it to the run it read at the start instead of reading it again
-_FAILED: ContextVar[dict[str, float] | None] = ContextVar("crosscheck_failed_usage", default=None)
+_FAILED: ContextVar[RunChanges | None] = ContextVar("crosscheck_failed_usage", default=None)
 
 
 async def with_retries(
@@ -73,12 +73,12 @@ async def with_retries(
 
     def _retried(
         session: Session, run_id: str, data: dict[str, Any], billing: dict[str, Any] | None
-    ) -> dict[str, Any] | None:
-        usage = None
+    ) -> RunChanges | None:
+        billed = None
         if billing is not None:  # what the failed attempt's model calls cost
-            usage = bill_failed(rt, session, run_id, billing)
+            billed = bill_failed(rt, session, run_id, billing)
         append_event(session, run_id, "peer.retry", data)
-        return usage
+        return billed
 
     retrying = AsyncRetrying(
         retry=retry_if_exception_type(PeerUnavailable),
@@ -117,7 +117,7 @@ def step_budget(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
 
     @functools.wraps(fn)
     async def within(*args: P.args, **kwargs: P.kwargs) -> T:
-        failed = _FAILED.set({})
+        failed = _FAILED.set(RunChanges({}))
         try:
             with deadline.scope(current().settings.step_budget_s):
                 return await fn(*args, **kwargs)
@@ -127,19 +127,18 @@ def step_budget(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
     return traced_step(within)
 
 
-def _add_failed(usage: dict[str, Any] | None) -> None:
-    spent = _FAILED.get()
-    if usage is None or spent is None:
-        return
-    for name in ("input_tokens", "output_tokens", "cost_usd"):
-        spent[name] = spent.get(name, 0) + (usage.get(name) or 0)
+def _add_failed(billed: RunChanges | None) -> None:
+    tally = _FAILED.get()
+    if billed is not None and tally is not None:
+        tally.add(billed)
 
 
 def as_billed(run: RunState) -> RunState:
     """The run a step read at its start, with what its failed calls cost since (billed by
     the retry loop as they failed): the run the step's commit writes, without reading it
     again. Called on the step's own task, where the tally lives."""
-    return with_billed(run, _FAILED.get() or {})
+    tally = _FAILED.get()
+    return run if tally is None else tally.on(run)
 
 
 async def unit(rt: Runtime, work: Callable[[Session], T]) -> T:
@@ -239,10 +238,10 @@ def bill_critiques(
 
 def bill_failed(
     rt: Runtime, session: Session, run_id: str, failed_call: dict[str, Any]
-) -> dict[str, Any] | None:
+) -> RunChanges:
     """Bill a failed peer call (``PeerRejected.billing`` / ``PeerUnavailable.billing``) to
-    the run's current round: tokens, cost, trajectory and stats, once per key. Returns the
-    usage billed (None: billed before)."""
+    the run's current round: tokens, cost, trajectory and stats, once per key. Returns what
+    was billed (nothing when it was billed before)."""
     state = read_run(session, run_id)
     changes = RunChanges({})
     bill(
@@ -260,10 +259,4 @@ def bill_failed(
         ),
     )
     update_run(session, state, changes)
-    if not changes.billed:
-        return None
-    return {
-        "input_tokens": changes.input_tokens,
-        "output_tokens": changes.output_tokens,
-        "cost_usd": changes.cost_usd,
-    }
+    return changes

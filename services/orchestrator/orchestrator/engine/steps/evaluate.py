@@ -38,16 +38,13 @@ async def evaluate_step(
     ``regressed``: this version fails where the previous one passed (the guard re-asks)."""
     rt = current()
     started = time.perf_counter()
-    state: RunState | None = None
 
     def prepare(
         session: Session,
-    ) -> tuple[EvaluationJob, Evaluator | None, dict[str, Any] | None, str | None] | None:
-        nonlocal state
+    ) -> tuple[EvaluationJob, Evaluator | None, dict[str, Any] | None, str | None, RunState] | None:
         run = load_run(session, run_id)
         if cancelled(rt, session, run):
             return None
-        state = state_of(run)  # read once: the commit writes this run
         row = load_round(session, run_id, round)
         assert row is not None
         job = EvaluationJob(
@@ -56,12 +53,13 @@ async def evaluate_step(
         # best of N evaluated every draft already: the chosen one's evaluation is this round's
         reused = drafts.chosen_evaluation(row.drafts, row.output_hash)
         unlocked = guard.unlocked_candidate(session, run, row)  # when the lock changed it
-        return job, rt.evaluators.get(run.evaluator), reused, unlocked
+        # read once: the commit writes this run
+        return job, rt.evaluators.get(run.evaluator), reused, unlocked, state_of(run)
 
     prepared = await unit(rt, prepare)
     if prepared is None:
         return EvaluateOutcome(stop=StopInfo.of(CANCELLED)).record()
-    job, evaluator, reused, unlocked = prepared
+    job, evaluator, reused, unlocked, run = prepared
     passed: bool | None = None
     override: guard.LockOverride | None = None
     evaluation: dict[str, Any] | None = None
@@ -87,9 +85,6 @@ async def evaluate_step(
         rt.metrics.stage_latency.labels("evaluate").observe(time.perf_counter() - started)
 
     regressed = False
-
-    assert state is not None
-    run = state
 
     def commit(session: Session) -> Stop | None:
         nonlocal regressed
