@@ -7,6 +7,7 @@ python -m bench.peers               # the reflection loop: LangGraph + SDK, Lang
 python -m bench.review_latency      # pause -> event, decision -> resumed
 python -m bench.replicas            # runs/s with 1, 2 and 3 orchestrator replicas (Postgres)
 python -m bench.large_outputs       # API latency while 20 KB revisions are compared
+python -m bench.off_loop            # which comparisons run on the event loop: each under 1 ms?
 python -m bench.start_stop          # start/stop cycles of `make run`: nothing left behind
 python -m bench.research            # research step p50/p99 over a 10,000-document corpus
 python -m bench.queue_tab           # what an open console Queue tab costs, per minute
@@ -33,6 +34,7 @@ BENCHES = (
     "bench.review_latency",
     "bench.replicas",
     "bench.large_outputs",
+    "bench.off_loop",
     "bench.research",
     "bench.queue_tab",
 )

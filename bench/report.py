@@ -42,6 +42,7 @@ TITLES = {
     "bench.sandbox_humaneval": "The sandbox against the HumanEval harness",
     "bench.replicas": "Orchestrator replicas (Postgres)",
     "bench.large_outputs": "Large outputs",
+    "bench.off_loop": "On the event loop or a thread: the engine's comparisons by size",
     "bench.queue_tab": "The live queue, per open tab per minute",
 }
 LABEL_KEYS = ("label", "system", "who", "replicas", "measurement", "name")

@@ -36,7 +36,6 @@ Everything here is a pure function of its arguments, so a replayed step decides 
 from __future__ import annotations
 
 import ast
-import asyncio
 import re
 from bisect import bisect_right
 from collections import Counter
@@ -46,7 +45,8 @@ from typing import Any
 
 from rapidfuzz.distance import Indel
 
-OFF_LOOP_CHARS = 8_000  # longer pairs are diffed on a worker thread, off the event loop
+from orchestrator.engine import offloop
+
 RECORD_CHARS = 4_000  # a reverted hunk's before/after as recorded on the round
 MIN_WHERE_CHARS = 4  # a shorter ``where`` ("e", " ") would justify every line holding it
 WORDING_WORDS = 3  # a swap of more words than this is a rewrite, not a cosmetic change
@@ -328,10 +328,11 @@ def enforce(rules: LockRules, previous: str, revision: str, wheres: list[str]) -
 async def enforce_off_loop(
     rules: LockRules, previous: str, revision: str, wheres: list[str]
 ) -> Locked:
-    """``enforce``, on a worker thread for long texts (the event loop keeps serving)."""
-    if len(previous) + len(revision) < OFF_LOOP_CHARS:
-        return enforce(rules, previous, revision, wheres)
-    return await asyncio.to_thread(enforce, rules, previous, revision, wheres)
+    """``enforce``: on the event loop for short texts, on a worker thread for long ones
+    (``offloop.LOCK_CHARS``, by kind: code is parsed, which costs about twice as much)."""
+    limit = offloop.LOCK_CHARS["code" if rules.kind == "code" else "text"]
+    size = len(previous) + len(revision)
+    return await offloop.sized(size, limit, enforce, rules, previous, revision, wheres)
 
 
 # ----------------------------------------------------------------------------- code

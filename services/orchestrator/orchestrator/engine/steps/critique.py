@@ -4,14 +4,13 @@ and costs no round."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
 from dbos import DBOS
 from sqlmodel import Session
 
-from orchestrator.engine import discipline, drafts, research, sectioned
+from orchestrator.engine import discipline, drafts, offloop, research, sectioned
 from orchestrator.engine.policy import change_ratio
 from orchestrator.engine.runtime import Runtime, current
 from orchestrator.engine.steps import critique_commit, requests
@@ -32,8 +31,6 @@ from shared.contracts import (
     TaskKind,
 )
 from shared.orchestration import GIVEN_PROVENANCE, Policy
-
-OFF_LOOP_CHARS = 8_000  # longer texts are compared on a worker thread, off the event loop
 
 
 def load_critique_request(
@@ -169,9 +166,8 @@ async def _ask(
 
 
 async def _change_ratio(previous: str, now: str) -> float:
-    if len(previous) + len(now) < OFF_LOOP_CHARS:
-        return change_ratio(previous, now)
-    return await asyncio.to_thread(change_ratio, previous, now)
+    size = len(previous) + len(now)
+    return await offloop.sized(size, offloop.CHANGE_RATIO_CHARS, change_ratio, previous, now)
 
 
 @DBOS.step(name="crosscheck.critique")
