@@ -40,21 +40,11 @@ from rich.table import Table
 
 from bench.procstat import cpu_seconds
 from crosscheck.launcher import PORT_PREFIXES, Supervisor, plan
+from tests.support.chromium import CHROMIUM, CHROMIUM_ARGS
 from tests.support.servers import free_port
 
 console = Console()
 ADMIN = "bench-admin-token-0123456789abcdef"
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 REVIEWER, PASSWORD = "bench.reviewer", "a-long-password-for-the-bench"
 REQUEST_LINE = re.compile(rb"(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) (\S+) HTTP/1\.[01]")
 AN_ID = re.compile(r"/[a-z]+_[0-9a-zA-Z]{8,}")

@@ -14,19 +14,10 @@ from PIL import Image
 from playwright.sync_api import Page
 
 from crosscheck.launcher import PORT_PREFIXES, Supervisor, plan, tail
+from tests.support.chromium import CHROMIUM
 from tests.support.fakemodel import FakeModel
 from tests.support.servers import free_port
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 # how long a service may take to answer its health check: on a loaded 2-core machine the
 # services' imports alone took over 60 s (seen with several test runs sharing it)
 START_S = 120

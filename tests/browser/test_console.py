@@ -20,13 +20,13 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from console.views.login import COOKIE
 from tests.browser.conftest import (
-    CHROMIUM_ARGS,
     Platform,
     for_docs,
     keep_artifact,
     report,
     screenshot,
 )
+from tests.support.chromium import CHROMIUM_ARGS
 from tests.support.fakemodel import user_text
 
 RITA, BOB = "rita.reviewer", "bob.reviewer"
@@ -38,6 +38,7 @@ LIVE_MS = 15_000
 WIDTH = 1280
 # screenshot -> (its name in docs/assets/screenshots/, shrunk whole rather than its top cut)
 DOCS_SHOTS = {
+    "console-queue.png": ("queue.png", False),
     "console-decide-1280x800.png": ("review.png", False),
     "console-review.png": ("review-points.png", True),
     "console-code-review.png": ("code-review.png", True),
@@ -137,6 +138,18 @@ class Clicks:
     def fill(self, action: Callable[[], None]) -> None:
         self.entries += 1
         action()
+
+
+def queue_drawn(page: Page, rows: int) -> None:
+    """The queue's table drawn with its header and ``rows`` rows (the grid is a canvas: it
+    shows empty while it lays out, and a screenshot then would show an empty box)."""
+    canvas = page.locator(".st-key-queue-table canvas").first
+    canvas.wait_for()
+    deadline = time.monotonic() + 15
+    while (box := canvas.bounding_box()) is None or box["height"] < 35 * (rows + 1):
+        assert time.monotonic() < deadline, f"the queue's table was not drawn in 15 s: {box}"
+        page.wait_for_timeout(100)
+    idle(page)
 
 
 def open_by_selecting_the_row(page: Page, review_id: str, done: Clicks) -> None:
@@ -333,8 +346,7 @@ def test_reviewers_in_the_browser(chromium: Path, platform: Platform, tmp_path: 
             point = f"On line 1, \u201c{first_line}\u201d: {COMMENT}"
             # both escalations listed, live (no reload): the newest, the README's, first
             expect(page.get_by_text("2 items: escalations first")).to_be_visible(timeout=LIVE_MS)
-            expect(page.locator(".st-key-queue-table")).to_be_visible()
-            idle(page)
+            queue_drawn(page, rows=2)
             no_sideways_scroll(page, "the queue")
             shot(page, "console-queue.png")
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import httpx
 from playwright.sync_api import Dialog, Request, sync_playwright
 
-from tests.browser.conftest import CHROMIUM_ARGS, START_S, keep_artifact, screenshot
+from tests.browser.conftest import START_S, keep_artifact, screenshot
+from tests.support.chromium import CHROMIUM_ARGS
 from tests.support.servers import free_port
 from tests.ui.test_evidence import HOSTILE_SNIPPET, HOSTILE_TITLE, NO_URL
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, ViewportSize, expect, sync_playwright
 
-from tests.browser.conftest import CHROMIUM_ARGS, Platform, keep_artifact, screenshot
+from tests.browser.conftest import Platform, keep_artifact, screenshot
 from tests.browser.test_console import idle, settled
+from tests.support.chromium import CHROMIUM_ARGS
 
 ADMIN, PASSWORD = "ada.admin", "a-long-password-for-admins"
 WAIT_MS = 30_000  # a login hashes with argon2 and the page reruns: slow on a loaded machine

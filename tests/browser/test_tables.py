@@ -10,7 +10,8 @@ from pathlib import Path
 
 from playwright.sync_api import Page, expect, sync_playwright
 
-from tests.browser.conftest import CHROMIUM_ARGS, Platform, keep_artifact, screenshot
+from tests.browser.conftest import Platform, keep_artifact, screenshot
+from tests.support.chromium import CHROMIUM_ARGS
 
 USERNAME, PASSWORD = "tess.tables", "a-long-password-for-tess"
 WIDTH = 1280
