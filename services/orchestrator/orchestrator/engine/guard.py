@@ -28,11 +28,11 @@ from orchestrator.readmodel.events import append_event, appended_types
 from orchestrator.readmodel.reflections import ReflectionRow
 from orchestrator.readmodel.rounds import (
     RoundState,
-    change_round,
     load_round,
     read_round,
     update_round,
 )
+from orchestrator.readmodel.rows import change
 from orchestrator.readmodel.runs import RunState, load_run, set_status
 from orchestrator.tables import Round, Run
 from shared.orchestration import Policy, RunStatus
@@ -206,7 +206,7 @@ async def prefer_unlocked(
 def apply_override(session: Session, row: Round, attempt: int, override: LockOverride) -> None:
     """The round's version becomes the unlocked revision; its undone reverts say why."""
     reverted = row.reverted_hunks or []
-    change_round(
+    change(
         session,
         row,
         output=override.output,
@@ -303,7 +303,7 @@ async def keep_better(
                 output_hash=previous.output_hash,
                 evaluation=previous.evaluation,
             )
-        change_round(session, row, **values)
+        change(session, row, **values)
         append_event(session, run_id, "round.over_correction", {"round": round, **record})
         session.flush()
         run = load_run(session, run_id)

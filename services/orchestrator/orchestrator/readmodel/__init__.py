@@ -8,12 +8,13 @@ events, and the rules of who may see them.
 - ``calls``: every model call, stored once per key (exactly-once billing).
 - ``events``: the append-only log the API, websockets and webhooks read; one append path.
 - ``visibility``: what a caller may see (admin, service, reviewer).
+- ``rows``: changing a run or round row a rarer path loaded through the ORM.
 - ``aggregates``: queries over many runs at once (the stats page, the dataset export).
 
 The engine, runs, reviews, events, knowledge, stats and datasets capabilities read and
 write these tables through here only: a run or round row they load is changed with
-``runs.change`` (or a named writer: ``finished``, ``reopened``, ``flag_cancel``) and
-``rounds.change_round``. A test
+``rows.change`` (or a named writer of ``runs``: ``finished``, ``reopened``, ``flag_cancel``).
+A test
 (``tests/orchestrator/test_readmodel_ownership.py``) fails when a module elsewhere builds
 one of their rows, queries them, or sets a column of a row it holds.
 """

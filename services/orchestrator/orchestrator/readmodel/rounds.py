@@ -90,14 +90,6 @@ def all_rounds(session: Session, run_id: str) -> list[Round]:
     )
 
 
-def change_round(session: Session, row: Round, **values: Any) -> None:
-    """Change columns of an ORM-loaded round (flushed with the unit of work)."""
-    for column, value in values.items():
-        setattr(row, column, value)
-    row.updated_at = utcnow()
-    session.add(row)
-
-
 def critiques(session: Session, wanted: set[tuple[str, int]]) -> dict[tuple[str, int], Any]:
     """The critiques of the given (run, round) pairs, in one query (missing: not stored)."""
     if not wanted:

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, or_, select
 
 from orchestrator.readmodel.events import append_event, hold_event_lock
+from orchestrator.readmodel.rows import change
 from orchestrator.tables import Run, table_of, utcnow
 from shared.errors import NotFound
 from shared.orchestration import RunStatus
@@ -239,15 +240,6 @@ def set_status(session: Session, run: Run, status: RunStatus, **data: Any) -> No
         return
     append_event(session, run.id, "run.status", {"status": status.value, **data})
     change(session, run, status=status.value)
-
-
-def change(session: Session, run: Run, **values: Any) -> None:
-    """Change columns of an ORM-loaded run (flushed with the unit of work): the one way the
-    rarer paths write a run (finishing it, a person's decision, a cancel)."""
-    for column, value in values.items():
-        setattr(run, column, value)
-    run.updated_at = utcnow()
-    session.add(run)
 
 
 def finished(session: Session, run: Run, **values: Any) -> None:

@@ -23,7 +23,8 @@ from orchestrator.engine.policy import Stop, output_hash
 from orchestrator.readmodel.events import append_event
 from orchestrator.readmodel.reflections import add_reflection, all_reflections
 from orchestrator.readmodel.rounds import add_round, all_rounds, critiques, load_round
-from orchestrator.readmodel.runs import change, load_run, reopened, tasks_of
+from orchestrator.readmodel.rows import change
+from orchestrator.readmodel.runs import load_run, reopened, tasks_of
 from orchestrator.readmodel.visibility import may_see_review, visible_reviews
 from orchestrator.reviews import judgements
 from orchestrator.reviews.lessons import promote

@@ -24,7 +24,8 @@ from orchestrator.engine.steps.outcomes import EvaluateOutcome, StopInfo, read_b
 from orchestrator.evaluators.base import EvaluationJob, Evaluator
 from orchestrator.readmodel.events import append_event
 from orchestrator.readmodel.reflections import add_reflection
-from orchestrator.readmodel.rounds import change_round, load_round, read_round
+from orchestrator.readmodel.rounds import load_round, read_round
+from orchestrator.readmodel.rows import change
 from orchestrator.readmodel.runs import RunChanges, RunState, load_run, state_of, update_run
 from shared.orchestration import Policy, RunStatus
 
@@ -97,7 +98,7 @@ async def evaluate_step(
             assert row is not None
             if override is not None:
                 guard.apply_override(session, row, attempt, override)
-            change_round(session, row, evaluation=evaluation)
+            change(session, row, evaluation=evaluation)
             if not passed:
                 text = f"Round {round} failed evaluation ({run.evaluator}):\n"
                 add_reflection(
